@@ -1,0 +1,1 @@
+"""podium: deterministic multi-agent LLM workflows."""

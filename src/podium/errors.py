@@ -1,0 +1,111 @@
+"""The exception tree of podium: every error a user can meet is one of these.
+
+    PodiumError                      base; carries a one-line, actionable message
+    ├── WorkflowInvalid              the workflow file cannot be used (exit 2); holds Diagnostics
+    ├── WorkflowFileError            the file is missing or unreadable (exit 3)
+    ├── UsageError                   bad command-line input (exit 2)
+    └── RunError                     a run stopped at run time (exit 3); names run, step, iteration
+        ├── TemplateError            a template failed to render
+        ├── RouteError               no route matched, or a condition failed
+        ├── StepError                a step failed (script, set, agent, ...)
+        │   └── OutputContractError  a step's output broke its declared schema
+        ├── LimitExceeded            max_iterations, timeout or budget exhausted (exit 4)
+        └── Interrupted              Ctrl+C or SIGTERM (exit 130)
+
+Nothing else should escape the CLI: it maps each class to a documented exit code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from podium.spec.diagnostics import Diagnostic
+
+
+class PodiumError(Exception):
+    """Base class: `str(error)` is a message a person can act on."""
+
+    exit_code = 3
+
+
+class WorkflowFileError(PodiumError):
+    """The workflow file (or an included file) is missing or cannot be read."""
+
+    exit_code = 3
+
+
+class WorkflowInvalid(PodiumError):
+    """The workflow has errors; `diagnostics` lists every one, sorted by position."""
+
+    exit_code = 2
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        first = diagnostics[0].format() if diagnostics else "invalid workflow"
+        super().__init__(first)
+
+
+class UsageError(PodiumError):
+    """The command line itself is wrong."""
+
+    exit_code = 2
+
+
+class RunError(PodiumError):
+    """A run stopped with an error; `step` and `iteration` say where."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, step: str | None = None, iteration: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.iteration = iteration
+        self.run_id: str | None = None
+
+    @property
+    def error_type(self) -> str:
+        return type(self).__name__
+
+    def located(self) -> str:
+        """The message prefixed with run, step and iteration when they are known."""
+        where = []
+        if self.run_id:
+            where.append(f"run {self.run_id}")
+        if self.step:
+            where.append(f"step '{self.step}'" + (f" (iteration {self.iteration})" if self.iteration else ""))
+        prefix = ", ".join(where)
+        return f"{prefix}: {self}" if prefix else str(self)
+
+
+class TemplateError(RunError):
+    """A template could not be rendered (undefined name, bad value, sandbox violation)."""
+
+
+class RouteError(RunError):
+    """No route matched, or a route condition could not be evaluated."""
+
+
+class StepError(RunError):
+    """A step failed to execute."""
+
+
+class OutputContractError(StepError):
+    """A step's output does not satisfy its declared `output:` schema."""
+
+
+class LimitExceeded(RunError):
+    """A run limit (iterations, time, budget) was exhausted: an operational failure."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, limit: str, step: str | None = None,
+                 iteration: int | None = None) -> None:
+        super().__init__(message, step=step, iteration=iteration)
+        self.limit = limit
+
+
+class Interrupted(RunError):
+    """The run was interrupted by the user or a signal; it is resumable."""
+
+    exit_code = 130

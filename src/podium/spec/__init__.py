@@ -1,0 +1,1 @@
+"""The workflow language: loading YAML with positions, the typed model, and diagnostics."""

@@ -1,0 +1,335 @@
+"""Loading a workflow file into the typed model, turning every schema problem into a Diagnostic."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from podium.spec.diagnostics import Diagnostic, DiagnosticSink, KeyPath, did_you_mean, format_path
+from podium.spec.model import (
+    ALL_STEP_KEYS,
+    STEP_CLASSES,
+    STEP_KEYS,
+    STEP_TYPES,
+    ForEachGroup,
+    Lenient,
+    StepBase,
+    WorkflowFile,
+)
+from podium.spec.source import FileUnreadable, LoadedDocument, LoadFailure, SourceMap, load_document
+
+_ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
+
+
+@dataclass
+class LoadResult:
+    """The outcome of loading: a model when the schema held, and every diagnostic found."""
+
+    path: Path
+    shown: str
+    model: WorkflowFile | None
+    smap: SourceMap
+    sink: DiagnosticSink
+    document: LoadedDocument | None = None
+    raw_step_names: list[str] = field(default_factory=list)
+    raw_group_names: list[str] = field(default_factory=list)
+
+    def error(self, path: KeyPath, message: str, hint: str | None = None, *,
+              code: str = "invalid", at: str = "key") -> None:
+        self._add(path, message, hint, "error", code, at)
+
+    def warning(self, path: KeyPath, message: str, hint: str | None = None, *,
+                code: str = "warning", at: str = "key") -> None:
+        self._add(path, message, hint, "warning", code, at)
+
+    def _add(self, path: KeyPath, message: str, hint: str | None, severity: str, code: str,
+             at: str) -> None:
+        pos = self.smap.value(path) if at == "value" else self.smap.key(path)
+        self.sink.add(Diagnostic(pos.file, pos.line, pos.col, format_path(path), message,
+                                 "error" if severity == "error" else "warning", hint, code))
+
+
+def load_workflow(path: Path, environ: Mapping[str, str] | None = None) -> LoadResult:
+    """Load and schema-check one workflow file. Raises FileUnreadable when it cannot be read."""
+    shown_guess = str(path)
+    try:
+        doc = load_document(path, environ)
+    except LoadFailure as failure:
+        sink = DiagnosticSink()
+        for d in failure.diagnostics:
+            sink.add(d)
+        return LoadResult(path, shown_guess, None, SourceMap(shown_guess), sink)
+    result = LoadResult(path, doc.shown, None, doc.smap, DiagnosticSink(), doc)
+    data = doc.data
+    if not isinstance(data, dict):
+        kind = _kind(data)
+        result.error((), f"a workflow must be a mapping with 'workflow:' and 'agents:', got {kind}",
+                     code="root")
+        return result
+    _build(result, data)
+    return result
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _build(result: LoadResult, data: dict[str, Any]) -> None:
+    root = dict(data)
+    for key in list(root):
+        if key not in _ROOT_KEYS:
+            result.error((key,), f"unknown key '{key}'", did_you_mean(key, _ROOT_KEYS),
+                         code="unknown-key")
+            del root[key]
+    agents_raw = root.get("agents")
+    ok = True
+    if "agents" in root:
+        if isinstance(agents_raw, list):
+            steps = []
+            for i, raw in enumerate(agents_raw):
+                step = _load_step(result, raw, ("agents", i))
+                if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+                    result.raw_step_names.append(raw["name"])
+                if step is None:
+                    ok = False
+                else:
+                    steps.append(step)
+            root["agents"] = steps
+        # a non-list is reported by pydantic below
+    groups_raw = root.get("for_each")
+    if isinstance(groups_raw, list):
+        groups: list[Any] = []
+        for j, raw in enumerate(groups_raw):
+            if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+                result.raw_group_names.append(raw["name"])
+            group = _load_for_each(result, raw, ("for_each", j))
+            if group is None:
+                ok = False
+            else:
+                groups.append(group)
+        root["for_each"] = groups
+    par_raw = root.get("parallel")
+    if isinstance(par_raw, list):
+        for raw in par_raw:
+            if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+                result.raw_group_names.append(raw["name"])
+    try:
+        model = WorkflowFile.model_validate(root)
+    except ValidationError as exc:
+        _report(result, exc, ())
+        return
+    _warn_extras(result, model, ())
+    if ok:
+        result.model = model
+
+
+def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
+    if not isinstance(raw, dict):
+        result.error(base, f"a step must be a mapping, got {_kind(raw)}", at="value",
+                     code="type")
+        return None
+    step_type = raw.get("type")
+    if step_type is None:
+        step_type = "agent"
+    if not isinstance(step_type, str) or step_type not in STEP_TYPES:
+        hint = did_you_mean(str(step_type), STEP_TYPES)
+        if step_type in ("parallel", "for_each"):
+            hint = f"{step_type} groups are declared in the top-level '{step_type}:' list"
+        result.error((*base, "type"), f"unknown step type '{step_type}'",
+                     hint or f"one of: {', '.join(STEP_TYPES)}", at="value", code="step-type")
+        return None
+    usable = STEP_KEYS[step_type]
+    clean: dict[str, Any] = {}
+    ok = True
+    for key, value in raw.items():
+        rule = usable.get(key)
+        if rule == "u":
+            clean[key] = value
+        elif rule == "i":
+            why = ("the chosen option's route decides" if key == "routes" and
+                   step_type == "human_gate" else "it has no effect on this step type")
+            result.warning((*base, key), f"'{step_type}' steps ignore '{key}' ({why})",
+                           code="ignored-key")
+        elif key in ALL_STEP_KEYS:
+            hint = None
+            if step_type == "script" and key == "timeout_seconds":
+                hint = "use 'timeout' for scripts"
+            elif step_type == "terminate" and key == "output":
+                hint = "use 'output_template'"
+            elif step_type == "agent" and key in ("duration", "value", "status", "command"):
+                hint = f"did you forget 'type:'? '{key}' belongs to another step type"
+            result.error((*base, key), f"'{step_type}' steps cannot have '{key}'", hint,
+                         code="key-not-allowed")
+            ok = False
+        else:
+            result.error((*base, key), f"unknown key '{key}'",
+                         did_you_mean(key, usable), code="unknown-key")
+            ok = False
+    clean["type"] = step_type
+    cls = STEP_CLASSES[step_type]
+    try:
+        step = cls.model_validate(clean)
+    except ValidationError as exc:
+        _report(result, exc, base)
+        return None
+    _warn_extras(result, step, base)
+    return step if ok else None
+
+
+def _load_for_each(result: LoadResult, raw: Any, base: KeyPath) -> ForEachGroup | None:
+    if not isinstance(raw, dict):
+        result.error(base, f"a for_each group must be a mapping, got {_kind(raw)}", at="value")
+        return None
+    clean = dict(raw)
+    agent = None
+    if "agent" in clean:
+        agent = _load_step(result, clean["agent"], (*base, "agent"))
+        if agent is None:
+            return None
+        clean["agent"] = agent
+    try:
+        group = ForEachGroup.model_validate(clean)
+    except ValidationError as exc:
+        _report(result, exc, base)
+        return None
+    return group
+
+
+_FRIENDLY = {
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+}
+
+
+def _report(result: LoadResult, exc: ValidationError, base: KeyPath) -> None:
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        path: KeyPath = (*base, *loc)
+        etype = err["type"]
+        given = err.get("input")
+        if etype == "missing":
+            key = path[-1]
+            result.error(path[:-1], f"missing required key '{key}'", code="missing")
+            continue
+        if etype == "extra_forbidden":
+            key = str(path[-1])
+            candidates = _allowed_keys(result, path[:-1])
+            result.error(path, f"unknown key '{key}'", did_you_mean(key, candidates),
+                         code="unknown-key")
+            continue
+        if etype in ("literal_error", "enum"):
+            expected = err.get("ctx", {}).get("expected", "")
+            options = [o.strip().strip("'") for o in str(expected).replace(" or ", ",").split(",")]
+            hint = did_you_mean(str(given), options) if isinstance(given, str) else None
+            result.error(path, f"must be one of {expected} (got {_show(given)})", hint,
+                         at="value", code="enum")
+            continue
+        if etype in ("union_tag_invalid",):
+            result.error(path, "unknown step type", at="value", code="step-type")
+            continue
+        message = _FRIENDLY.get(etype)
+        if message:
+            message = f"{message} (got {_kind(given)})"
+        else:
+            message = str(err["msg"])
+            for prefix in ("Value error, ", "Assertion failed, "):
+                if message.startswith(prefix):
+                    message = message[len(prefix):]
+            if message.startswith("Input should be"):
+                message = "must be" + message[len("Input should be"):]
+                if given is not None and not isinstance(given, (dict, list)):
+                    message += f" (got {_show(given)})"
+            elif message.startswith(("List should", "String should", "Dictionary should")):
+                message = "must" + message.split("should", 1)[1]
+        result.error(path, message, at="value", code="schema")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f"'{value}'" if len(value) < 60 else f"'{value[:57]}...'"
+    if isinstance(value, (dict, list)):
+        return _kind(value)
+    return repr(value)
+
+
+def _allowed_keys(result: LoadResult, container: KeyPath) -> list[str]:
+    """The keys accepted at `container`, found by walking the model classes along the path."""
+    cls: Any = WorkflowFile
+    for part in container:
+        cls = _descend(cls, part)
+        if cls is None:
+            return []
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return [f.alias or n for n, f in cls.model_fields.items()]
+    return []
+
+
+def _descend(cls: Any, part: Any) -> Any:
+    import types
+    import typing
+
+    origin = typing.get_origin(cls)
+    if origin is typing.Annotated:
+        return _descend(typing.get_args(cls)[0], part)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(cls):
+            found = _descend(arg, part)
+            if found is not None:
+                return found
+        return None
+    if origin is list and isinstance(part, int):
+        return typing.get_args(cls)[0]
+    if origin is dict and isinstance(part, str):
+        return typing.get_args(cls)[1]
+    if isinstance(cls, type) and issubclass(cls, BaseModel) and isinstance(part, str):
+        for name, f in cls.model_fields.items():
+            if part in (name, f.alias):
+                return f.annotation
+    return None
+
+
+def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath) -> None:
+    stack: list[tuple[Any, KeyPath]] = [(model, base)]
+    while stack:
+        obj, path = stack.pop()
+        if isinstance(obj, BaseModel):
+            if isinstance(obj, Lenient) and obj.model_extra:
+                known = [f.alias or n for n, f in type(obj).model_fields.items()]
+                for key in obj.model_extra:
+                    result.warning((*path, key), f"unknown key '{key}' is ignored",
+                                   did_you_mean(key, known), code="unknown-key")
+            for name, f in type(obj).model_fields.items():
+                stack.append((getattr(obj, name), (*path, f.alias or name)))
+        elif isinstance(obj, dict):
+            stack.extend((v, (*path, k)) for k, v in obj.items())
+        elif isinstance(obj, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(obj))
+
+
+__all__ = ["FileUnreadable", "LoadResult", "load_workflow"]

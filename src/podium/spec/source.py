@@ -1,0 +1,519 @@
+"""Reading workflow YAML into plain data plus a source map of file:line:col for every key.
+
+The document is composed from ruamel.yaml's event stream by a small iterative composer, so
+that nesting depth and alias expansion are bounded (no recursion, no alias bombs), `!file`
+includes are resolved relative to the including file with cycle detection, and every key and
+value keeps its position. `${VAR}` / `${VAR:-default}` are substituted in string values after
+parsing, as Conductor does; `$${...}` is podium's escape for a literal `${...}`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.spec.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
+
+MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_DEPTH = 200
+MAX_NODES = 500_000
+MAX_ENV_DEPTH = 10
+
+_ENV_RE = re.compile(r"\$(\$?)\{([^}:]+)(?::-([^}]*))?\}")
+
+
+@dataclass(frozen=True)
+class Pos:
+    """A 1-based position in a file."""
+
+    file: str
+    line: int
+    col: int
+
+
+@dataclass
+class SourceMap:
+    """Positions of keys and values by key path; lookups fall back to the nearest ancestor."""
+
+    file: str
+    keys: dict[KeyPath, Pos] = field(default_factory=dict)
+    values: dict[KeyPath, Pos] = field(default_factory=dict)
+    styles: dict[KeyPath, str | None] = field(default_factory=dict)
+
+    def key(self, path: KeyPath) -> Pos:
+        """Where the key of `path` is written (or the closest enclosing thing)."""
+        p = tuple(path)
+        while p:
+            if p in self.keys:
+                return self.keys[p]
+            if p in self.values:
+                return self.values[p]
+            p = p[:-1]
+        return self.values.get((), Pos(self.file, 1, 1))
+
+    def value(self, path: KeyPath) -> Pos:
+        """Where the value at `path` starts (or the closest enclosing thing)."""
+        p = tuple(path)
+        if p in self.values:
+            return self.values[p]
+        return self.key(p)
+
+    def style(self, path: KeyPath) -> str | None:
+        return self.styles.get(tuple(path))
+
+
+class LoadFailure(Exception):
+    """Raised inside the loader with the diagnostics that stop loading."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__(diagnostics[0].format() if diagnostics else "load failed")
+        self.diagnostics = diagnostics
+
+
+class FileUnreadable(Exception):
+    """The top-level file is missing or unreadable (a different exit code than invalid)."""
+
+
+def _diag(pos: Pos, path: KeyPath, message: str, hint: str | None = None,
+          code: str = "yaml") -> Diagnostic:
+    return Diagnostic(pos.file, pos.line, pos.col, format_path(path), message, "error", hint, code)
+
+
+def display_path(path: Path) -> str:
+    """A path as shown in diagnostics: relative to the working directory when below it."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def read_text(path: Path, shown: str) -> str:
+    """Read a workflow or included file as UTF-8 text, with one clear error per failure."""
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise LoadFailure([_diag(Pos(shown, 1, 1), (), f"'{shown}' is not a file")])
+        if size > MAX_FILE_BYTES:
+            raise LoadFailure([_diag(Pos(shown, 1, 1), (),
+                                     f"file is too large ({size / 1_000_000:.1f} MB; "
+                                     f"the limit is {MAX_FILE_BYTES // (1024 * 1024)} MiB)")])
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise FileUnreadable(f"{shown}: file not found") from exc
+    except IsADirectoryError as exc:
+        raise FileUnreadable(f"{shown}: is a directory, not a file") from exc
+    except PermissionError as exc:
+        raise FileUnreadable(f"{shown}: permission denied") from exc
+    except OSError as exc:
+        raise FileUnreadable(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+    return decode_text(data, shown)
+
+
+def decode_text(data: bytes, shown: str) -> str:
+    """Decode bytes as UTF-8 (BOM allowed); binary or non-UTF-8 input gets a located error."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line, col = _line_col(data, nul)
+        raise LoadFailure([_diag(Pos(shown, line, col), (),
+                                 "binary data (NUL byte) in a YAML file", code="encoding")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_col(data, exc.start)
+        raise LoadFailure([_diag(Pos(shown, line, col), (),
+                                 f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                                 "save the file as UTF-8", code="encoding")]) from None
+
+
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+@dataclass
+class _Frame:
+    kind: str  # "map" or "seq"
+    path: KeyPath
+    value: Any
+    pending_key: Any = None
+    pending_key_pos: Pos | None = None
+    has_key: bool = False
+    merges: list[tuple[Any, Pos]] = field(default_factory=list)
+    anchor: str | None = None
+
+
+class _Composer:
+    """Turns one file's YAML events into plain data, filling the shared source map."""
+
+    def __init__(self, path: Path, shown: str, smap: SourceMap, chain: tuple[Path, ...],
+                 counter: list[int], base: KeyPath) -> None:
+        self.path = path
+        self.shown = shown
+        self.smap = smap
+        self.chain = chain
+        self.counter = counter
+        self.base = base
+        self.anchors: dict[str, tuple[Any, int]] = {}
+
+    def pos(self, mark: Any) -> Pos:
+        return Pos(self.shown, mark.line + 1, mark.column + 1)
+
+    def fail(self, mark: Any, message: str, path: KeyPath = (), hint: str | None = None) -> None:
+        raise LoadFailure([_diag(self.pos(mark), path, message, hint)])
+
+    def count(self, n: int, mark: Any) -> None:
+        self.counter[0] += n
+        if self.counter[0] > MAX_NODES:
+            self.fail(mark, f"document expands to more than {MAX_NODES:,} nodes "
+                            "(an alias bomb?)")
+
+    def compose(self, text: str) -> Any:
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+        yaml = YAML(typ="safe", pure=True)
+        try:
+            return self._build(yaml.parse(text))
+        except MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            problem = exc.problem or exc.context or "invalid YAML"
+            line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+            raise LoadFailure([_diag(Pos(self.shown, line, col), (),
+                                     f"YAML syntax error: {problem}")]) from None
+        except YAMLError as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+            raise LoadFailure([_diag(Pos(self.shown, 1, 1), (), f"YAML error: {msg}")]) from None
+        except RecursionError:
+            raise LoadFailure([_diag(Pos(self.shown, 1, 1), (),
+                                     "YAML nests too deeply to read")]) from None
+
+    def _build(self, events: Iterator[Any]) -> Any:
+        from ruamel.yaml import events as ev
+
+        stack: list[_Frame] = []
+        root: Any = None
+        documents = 0
+        for event in events:
+            if isinstance(event, (ev.StreamStartEvent, ev.StreamEndEvent, ev.DocumentEndEvent)):
+                continue
+            if isinstance(event, ev.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    self.fail(event.start_mark, "more than one YAML document in the file",
+                              hint="remove the '---' separator")
+                continue
+            if isinstance(event, (ev.MappingEndEvent, ev.SequenceEndEvent)):
+                frame = stack.pop()
+                value = frame.value
+                if frame.kind == "map" and frame.merges:
+                    value = self._apply_merges(frame)
+                if frame.anchor:
+                    self.anchors[frame.anchor] = (value, self._size(value))
+                if not stack:
+                    root = value
+                else:
+                    self._attach(stack[-1], value, event.end_mark, frame.path)
+                continue
+            path = self._child_path(stack)
+            if isinstance(event, ev.AliasEvent):
+                if event.anchor not in self.anchors:
+                    self.fail(event.start_mark, f"unknown alias '*{event.anchor}'")
+                value, size = self.anchors[event.anchor]
+                self.count(size, event.start_mark)
+                value = _deep_copy(value)
+                self._record(stack, path, event.start_mark, None)
+                if not stack:
+                    root = value
+                else:
+                    self._attach(stack[-1], value, event.start_mark, path, is_alias=True)
+                continue
+            if isinstance(event, (ev.MappingStartEvent, ev.SequenceStartEvent)):
+                self.count(1, event.start_mark)
+                if len(stack) + len(self.base) >= MAX_DEPTH:
+                    self.fail(event.start_mark,
+                              f"nesting is deeper than {MAX_DEPTH} levels", path)
+                tag = event.tag
+                is_map = isinstance(event, ev.MappingStartEvent)
+                if tag and tag not in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "!"):
+                    self.fail(event.start_mark, f"unsupported YAML tag '{tag}' on a "
+                              f"{'mapping' if is_map else 'sequence'}", path)
+                self._record(stack, path, event.start_mark, None)
+                frame = _Frame("map" if is_map else "seq", path, {} if is_map else [],
+                               anchor=event.anchor)
+                stack.append(frame)
+                continue
+            if isinstance(event, ev.ScalarEvent):
+                self.count(1, event.start_mark)
+                value = self._scalar(event, path, stack)
+                if event.anchor:
+                    self.anchors[event.anchor] = (value, 1)
+                if not stack:
+                    root = value
+                else:
+                    self._attach(stack[-1], value, event.start_mark, path, scalar_event=event)
+                continue
+        return root
+
+    def _child_path(self, stack: list[_Frame]) -> KeyPath:
+        if not stack:
+            return self.base
+        top = stack[-1]
+        if top.kind == "seq":
+            return (*top.path, len(top.value))
+        if top.has_key:
+            key = top.pending_key
+            return (*top.path, key if isinstance(key, str) else str(key))
+        return top.path
+
+    def _record(self, stack: list[_Frame], path: KeyPath, mark: Any, style: str | None) -> None:
+        if stack and stack[-1].kind == "map" and not stack[-1].has_key:
+            return  # this node is a key, recorded when attached
+        self.smap.values.setdefault(path, self.pos(mark))
+        if style is not None:
+            self.smap.styles[path] = style
+
+    def _attach(self, frame: _Frame, value: Any, mark: Any, path: KeyPath,
+                scalar_event: Any = None, is_alias: bool = False) -> None:
+        if frame.kind == "seq":
+            frame.value.append(value)
+            return
+        if not frame.has_key:
+            if isinstance(value, (dict, list)):
+                self.fail(mark, "a mapping key must be a plain value, not a mapping or list",
+                          frame.path)
+            key = value if isinstance(value, str) else (
+                scalar_event.value if scalar_event is not None else str(value))
+            frame.pending_key = key
+            frame.pending_key_pos = self.pos(mark)
+            frame.has_key = True
+            return
+        key = frame.pending_key
+        frame.has_key = False
+        key_pos = frame.pending_key_pos or self.pos(mark)
+        if key == "<<" and (scalar_event is None or is_alias):
+            frame.merges.append((value, key_pos))
+            return
+        if key in frame.value:
+            first = self.smap.keys.get((*frame.path, key))
+            where = f" (first at line {first.line})" if first else ""
+            raise LoadFailure([_diag(key_pos, (*frame.path, key),
+                                     f"duplicate key '{key}'{where}", code="duplicate-key")])
+        frame.value[key] = value
+        self.smap.keys[(*frame.path, key)] = key_pos
+
+    def _apply_merges(self, frame: _Frame) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for value, pos in frame.merges:
+            sources = value if isinstance(value, list) else [value]
+            for src in sources:
+                if not isinstance(src, dict):
+                    raise LoadFailure([_diag(pos, (*frame.path, "<<"),
+                                             "a '<<' merge needs a mapping or a list of mappings")])
+                for k, v in src.items():
+                    if k not in merged:
+                        merged[k] = v
+                        self.smap.keys.setdefault((*frame.path, k), pos)
+        merged.update(frame.value)
+        return merged
+
+    def _scalar(self, event: Any, path: KeyPath, stack: list[_Frame]) -> Any:
+        is_key = bool(stack) and stack[-1].kind == "map" and not stack[-1].has_key
+        if not is_key:
+            self._record(stack, path, event.start_mark, event.style)
+        tag = event.tag
+        if tag == "!file":
+            if is_key:
+                self.fail(event.start_mark, "'!file' cannot be used on a key", path)
+            return self._include(event, path)
+        if is_key:
+            return event.value
+        if tag and tag != "!":
+            return self._tagged_scalar(event, path)
+        if event.style is not None or not event.implicit[0]:
+            return event.value
+        return resolve_plain(event.value)
+
+    def _tagged_scalar(self, event: Any, path: KeyPath) -> Any:
+        tag = event.tag
+        text = event.value
+        if tag == "tag:yaml.org,2002:str":
+            return text
+        if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                   "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"):
+            value = resolve_plain(text)
+            expected = {"tag:yaml.org,2002:int": int, "tag:yaml.org,2002:float": (int, float),
+                        "tag:yaml.org,2002:bool": bool, "tag:yaml.org,2002:null": type(None)}[tag]
+            if isinstance(value, expected):  # type: ignore[arg-type]
+                return float(value) if tag.endswith("float") else value
+            self.fail(event.start_mark, f"'{text}' is not a valid {tag.rsplit(':', 1)[-1]}", path)
+        self.fail(event.start_mark, f"unsupported YAML tag '{tag}'", path,
+                  hint="podium supports '!file <path>' and the standard YAML tags")
+        return None
+
+    def _include(self, event: Any, path: KeyPath) -> Any:
+        raw = str(event.value).strip()
+        if not raw:
+            self.fail(event.start_mark, "'!file' needs a path", path)
+        target = (self.path.parent / os.path.expanduser(raw)).resolve()
+        if target in self.chain:
+            names = " -> ".join(display_path(p) for p in (*self.chain, target))
+            self.fail(event.start_mark, f"circular file reference: {names}", path)
+        shown = display_path(target)
+        try:
+            text = read_text(target, shown)
+        except FileUnreadable:
+            self.fail(event.start_mark, f"included file not found: '{raw}' (resolved to {target})",
+                      path)
+        child = _Composer(target, shown, self.smap, (*self.chain, target), self.counter, path)
+        try:
+            value = child.compose(text)
+        except LoadFailure:
+            return text  # not YAML: included as raw text (a Markdown prompt, say)
+        if isinstance(value, (dict, list)):
+            return value
+        return text
+
+    def _size(self, value: Any) -> int:
+        n = 1
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                n += len(v)
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                n += len(v)
+                stack.extend(v)
+            if n > MAX_NODES:
+                break
+        return n
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+_INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0[0-9_]+)$")
+_FLOAT_RE = re.compile(r"^[-+]?([0-9][0-9_]*)?(\.[0-9_]*)?([eE][-+]?[0-9]+)?$")
+
+
+def resolve_plain(text: str) -> Any:
+    """YAML 1.2 core-schema resolution of a plain scalar, as ruamel.yaml does it."""
+    if text in ("", "~", "null", "Null", "NULL"):
+        return None
+    if text in ("true", "True", "TRUE"):
+        return True
+    if text in ("false", "False", "FALSE"):
+        return False
+    if _INT_RE.match(text):
+        return int(text.replace("_", ""), 10)
+    low = text.lower()
+    if low.startswith(("0x", "+0x", "-0x")):
+        try:
+            return int(text.replace("_", ""), 16)
+        except ValueError:
+            return text
+    if low.startswith(("0o", "+0o", "-0o")):
+        try:
+            return int(text.replace("_", ""), 8)
+        except ValueError:
+            return text
+    if low in (".inf", "+.inf"):
+        return float("inf")
+    if low == "-.inf":
+        return float("-inf")
+    if low == ".nan":
+        return float("nan")
+    if any(c.isdigit() for c in text) and _FLOAT_RE.match(text) and ("." in text or "e" in low):
+        try:
+            return float(text.replace("_", ""))
+        except ValueError:
+            return text
+    return text
+
+
+def substitute_env(data: Any, smap: SourceMap, environ: Mapping[str, str],
+                   problems: list[Diagnostic]) -> Any:
+    """Replace `${VAR}` and `${VAR:-default}` in every string value (not in keys)."""
+
+    def walk(value: Any, path: KeyPath) -> Any:
+        if isinstance(value, str):
+            return _subst_string(value, path) if "${" in value else value
+        if isinstance(value, dict):
+            return {k: walk(v, (*path, k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, (*path, i)) for i, v in enumerate(value)]
+        return value
+
+    def _subst_string(text: str, path: KeyPath, depth: int = 0) -> str:
+        def repl(m: re.Match[str]) -> str:
+            if m.group(1):
+                return m.group(0)[1:]
+            name = m.group(2)
+            default = m.group(3)
+            if name in environ:
+                val = environ[name]
+            elif default is not None:
+                val = default
+            else:
+                pos = smap.value(path)
+                close = did_you_mean(name, environ.keys())
+                problems.append(_diag(pos, path, f"environment variable '{name}' is not set",
+                                      close or f"set it, or write ${{{name}:-default}}",
+                                      code="env"))
+                return m.group(0)
+            if "${" in val:
+                if depth >= MAX_ENV_DEPTH:
+                    problems.append(_diag(smap.value(path), path,
+                                          f"environment variable '{name}' expands more than "
+                                          f"{MAX_ENV_DEPTH} levels deep", code="env"))
+                    return val
+                return _subst_string(val, path, depth + 1)
+            return val
+
+        return _ENV_RE.sub(repl, text)
+
+    return walk(data, ())
+
+
+@dataclass
+class LoadedDocument:
+    """A workflow file read into plain data, with its source map and text."""
+
+    path: Path
+    shown: str
+    data: Any
+    smap: SourceMap
+    text: str
+
+
+def load_document(path: Path, environ: Mapping[str, str] | None = None,
+                  text_reader: Callable[[Path, str], str] = read_text) -> LoadedDocument:
+    """Read, compose and env-substitute one workflow file.
+
+    Raises FileUnreadable for a missing file and LoadFailure (with diagnostics) for bad content.
+    """
+    shown = display_path(path)
+    text = text_reader(path, shown)
+    smap = SourceMap(shown)
+    if not text.strip():
+        raise LoadFailure([_diag(Pos(shown, 1, 1), (), "the file is empty",
+                                 "a workflow needs 'workflow:' and 'agents:'", code="empty")])
+    composer = _Composer(path.resolve(), shown, smap, (path.resolve(),), [0], ())
+    data = composer.compose(text)
+    problems: list[Diagnostic] = []
+    data = substitute_env(data, smap, os.environ if environ is None else environ, problems)
+    if problems:
+        raise LoadFailure(problems)
+    return LoadedDocument(path, shown, data, smap, text)

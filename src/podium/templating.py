@@ -1,0 +1,226 @@
+"""The one sandboxed Jinja2 environment: rendering templates, conditions and bare expressions.
+
+Every template in a workflow (prompts, args, conditions, values, reasons, outputs) goes through
+`TemplateEngine`, which compiles each source text once and caches it. The environment is
+Jinja2's SandboxedEnvironment (no access to Python internals), with StrictUndefined, Conductor's
+`json` filter and its None-aware `default` filter, and a cap on rendered size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
+from jinja2.exceptions import SecurityError, TemplateError as JinjaTemplateError
+from jinja2.runtime import Undefined
+from jinja2.sandbox import SandboxedEnvironment
+
+MAX_RENDER_CHARS = 2_000_000
+
+
+class RenderFailure(Exception):
+    """A template failed; `kind` is 'undefined', 'syntax', 'security', 'size' or 'error'."""
+
+    def __init__(self, kind: str, message: str, name: str | None = None,
+                 lineno: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+        self.lineno = lineno
+
+
+def _default(value: Any, fallback: Any = "", boolean: bool = False) -> Any:
+    if isinstance(value, Undefined) or value is None:
+        return fallback
+    if boolean and not value:
+        return fallback
+    return value
+
+
+def _json_filter(value: Any, indent: int = 2) -> str:
+    return json.dumps(value, indent=indent, default=str, ensure_ascii=False)
+
+
+def _finalize(value: Any) -> Any:
+    return value
+
+
+class _Env(SandboxedEnvironment):
+    """Sandboxed, strict, and reading dict keys before attributes (`x.items` is key 'items')."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, dict):
+            if attribute in obj:
+                return obj[attribute]
+            return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+
+def make_environment() -> SandboxedEnvironment:
+    env = _Env(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
+               finalize=_finalize)
+    env.filters["json"] = _json_filter
+    env.filters["default"] = _default
+    env.filters["d"] = _default
+    return env
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled template or expression with its source text."""
+
+    source: str
+    template: Any
+    is_expression: bool
+
+
+def is_template(text: str) -> bool:
+    return "{{" in text or "{%" in text
+
+
+def is_jinja_condition(text: str) -> bool:
+    """Conductor's rule: a route condition is Jinja when it contains both '{{' and '}}'."""
+    return "{{" in text and "}}" in text
+
+
+def truthy_text(rendered: str) -> bool:
+    """Map a rendered condition to a boolean as Conductor does ('None' and '[]' are true)."""
+    text = rendered.strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    return True
+
+
+class TemplateEngine:
+    """Compiles templates once per text and renders them against a context mapping."""
+
+    def __init__(self) -> None:
+        self.env = make_environment()
+        self._cache: dict[tuple[str, bool], Compiled] = {}
+
+    def compile(self, source: str) -> Compiled:
+        key = (source, False)
+        hit = self._cache.get(key)
+        if hit is None:
+            try:
+                hit = Compiled(source, self.env.from_string(source), False)
+            except TemplateSyntaxError as exc:
+                raise RenderFailure("syntax", f"template syntax error: {exc.message}",
+                                    lineno=exc.lineno) from None
+            self._cache[key] = hit
+        return hit
+
+    def compile_expression(self, source: str) -> Compiled:
+        key = (source, True)
+        hit = self._cache.get(key)
+        if hit is None:
+            try:
+                hit = Compiled(source, self.env.compile_expression(source,
+                                                                   undefined_to_none=False), True)
+            except TemplateSyntaxError as exc:
+                raise RenderFailure("syntax", f"expression syntax error: {exc.message}",
+                                    lineno=exc.lineno) from None
+            self._cache[key] = hit
+        return hit
+
+    def render(self, source: str, context: Mapping[str, Any]) -> str:
+        """Render a template string; plain strings without markup are returned as they are."""
+        if "{" not in source:
+            return source
+        compiled = self.compile(source)
+        try:
+            out: str = compiled.template.render(context)
+        except UndefinedError as exc:
+            raise RenderFailure("undefined", _undefined_message(exc)) from None
+        except SecurityError as exc:
+            raise RenderFailure("security", f"not allowed in a template: {exc}") from None
+        except JinjaTemplateError as exc:
+            raise RenderFailure("error", f"template failed: {exc}") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError, OverflowError,
+                RecursionError) as exc:
+            raise RenderFailure("error", f"template failed: {type(exc).__name__}: {exc}") from None
+        if len(out) > MAX_RENDER_CHARS:
+            raise RenderFailure("size", f"template output is larger than {MAX_RENDER_CHARS:,} "
+                                        "characters")
+        return out
+
+    def evaluate(self, source: str, context: Mapping[str, Any]) -> Any:
+        """Evaluate a bare expression (e.g. `exit_code == 0`) to a Python value."""
+        compiled = self.compile_expression(source)
+        try:
+            value = compiled.template(**context)
+        except UndefinedError as exc:
+            raise RenderFailure("undefined", _undefined_message(exc)) from None
+        except SecurityError as exc:
+            raise RenderFailure("security", f"not allowed in an expression: {exc}") from None
+        except JinjaTemplateError as exc:
+            raise RenderFailure("error", f"expression failed: {exc}") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError, OverflowError,
+                RecursionError) as exc:
+            raise RenderFailure("error", f"expression failed: {type(exc).__name__}: {exc}") \
+                from None
+        if isinstance(value, Undefined):
+            try:
+                str(value)
+            except UndefinedError as exc:
+                raise RenderFailure("undefined", _undefined_message(exc)) from None
+        return value
+
+    def parse(self, source: str) -> nodes.Template:
+        """The Jinja AST of a template (for static checks); raises RenderFailure on syntax."""
+        try:
+            return self.env.parse(source)
+        except TemplateSyntaxError as exc:
+            raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
+                from None
+
+    def parse_expression(self, source: str) -> nodes.Expr:
+        """The Jinja AST of a bare expression."""
+        try:
+            template = self.env.parse("{{ " + source + " }}")
+        except TemplateSyntaxError as exc:
+            raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
+                from None
+        body = template.body
+        if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
+            raise RenderFailure("syntax", "not a single expression")
+        node = body[0].nodes[0]
+        assert isinstance(node, nodes.Expr)
+        return node
+
+
+def _undefined_message(exc: UndefinedError) -> str:
+    msg = str(exc.message or exc)
+    return f"undefined: {msg}"
+
+
+def coerce_output_value(text: str) -> Any:
+    """Conductor's JSON coercion of a rendered output template value (spec 4.4)."""
+    stripped = text.strip()
+    if stripped == "True":
+        return True
+    if stripped == "False":
+        return False
+    if stripped == "None":
+        return None
+    if stripped.startswith(("{", "[", '"')) or stripped in ("true", "false", "null"):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            return text
+    if "." in stripped:
+        try:
+            value = float(stripped)
+        except ValueError:
+            return text
+        return value if math.isfinite(value) else text
+    try:
+        return int(stripped)
+    except ValueError:
+        return text
