@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
-from jinja2.exceptions import SecurityError, TemplateError as JinjaTemplateError
+from jinja2.exceptions import SecurityError
+from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.runtime import Undefined
 from jinja2.sandbox import SandboxedEnvironment
 

@@ -85,10 +85,13 @@ def _diag(pos: Pos, path: KeyPath, message: str, hint: str | None = None,
 
 def display_path(path: Path) -> str:
     """A path as shown in diagnostics: relative to the working directory when below it."""
+    if not path.is_absolute():
+        return str(path)
     try:
-        return os.path.relpath(path)
+        rel = path.relative_to(Path.cwd())
     except ValueError:
         return str(path)
+    return str(rel)
 
 
 def read_text(path: Path, shown: str) -> str:

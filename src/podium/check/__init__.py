@@ -1,0 +1,1 @@
+"""Static checks of workflows: semantics, paths, budgets and graph export."""

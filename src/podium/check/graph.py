@@ -1,0 +1,200 @@
+"""The route graph of a workflow: nodes, edges, reachability, dominators and example paths."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from podium.spec.model import END, HumanGateStep, TerminateStep, WorkflowFile
+
+EdgeKind = Literal["when", "default", "option", "implicit"]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One way to leave a node: a route (conditional or default), a gate option, or the
+    implicit `$end` of a node without routes."""
+
+    src: str
+    dst: str
+    kind: EdgeKind
+    index: int
+    when: str | None = None
+    label: str | None = None
+
+
+@dataclass
+class RouteGraph:
+    entry: str
+    nodes: list[str]
+    succ: dict[str, list[Edge]]
+    terminates: dict[str, TerminateStep]
+    kinds: dict[str, str]
+    _idom: dict[str, str] = field(default_factory=dict)
+    _pre: dict[str, int] = field(default_factory=dict)
+    _post: dict[str, int] = field(default_factory=dict)
+    _reach: set[str] | None = None
+
+    @classmethod
+    def build(cls, wf: WorkflowFile) -> RouteGraph:
+        succ: dict[str, list[Edge]] = {}
+        kinds: dict[str, str] = {}
+        terminates: dict[str, TerminateStep] = {}
+        nodes: list[str] = []
+        members = {m for g in wf.parallel for m in g.agents}
+        for step in wf.agents:
+            if step.name in succ:
+                continue  # duplicate names are reported elsewhere; the first one wins
+            nodes.append(step.name)
+            kinds[step.name] = step.type
+            edges: list[Edge] = []
+            if isinstance(step, TerminateStep):
+                terminates[step.name] = step
+            elif isinstance(step, HumanGateStep):
+                edges = [Edge(step.name, o.route, "option", i, label=o.value)
+                         for i, o in enumerate(step.options)]
+            elif step.name not in members:
+                edges = _route_edges(step.name, step.routes)
+            succ[step.name] = edges
+        for pg in wf.parallel:
+            if pg.name not in succ:
+                nodes.append(pg.name)
+                kinds[pg.name] = "parallel"
+                succ[pg.name] = _route_edges(pg.name, pg.routes)
+        for fe in wf.for_each:
+            if fe.name not in succ:
+                nodes.append(fe.name)
+                kinds[fe.name] = "for_each"
+                succ[fe.name] = _route_edges(fe.name, fe.routes)
+        succ.setdefault(END, [])
+        return cls(wf.workflow.entry_point, nodes, succ, terminates, kinds)
+
+    def reachable(self) -> set[str]:
+        if self._reach is None:
+            seen: set[str] = set()
+            if self.entry in self.succ:
+                todo = [self.entry]
+                seen.add(self.entry)
+                while todo:
+                    n = todo.pop()
+                    for e in self.succ.get(n, []):
+                        if e.dst in self.succ and e.dst not in seen:
+                            seen.add(e.dst)
+                            todo.append(e.dst)
+            self._reach = seen
+        return self._reach
+
+    def _compute_dominators(self) -> None:
+        if self._idom or self.entry not in self.succ:
+            return
+        post: list[str] = []
+        seen = {self.entry}
+        stack = [(self.entry, iter(self.succ[self.entry]))]
+        while stack:
+            node, it = stack[-1]
+            for e in it:
+                if e.dst in self.succ and e.dst not in seen:
+                    seen.add(e.dst)
+                    stack.append((e.dst, iter(self.succ[e.dst])))
+                    break
+            else:
+                stack.pop()
+                post.append(node)
+        rpo = post[::-1]
+        index = {n: i for i, n in enumerate(rpo)}
+        preds: dict[str, list[str]] = {n: [] for n in rpo}
+        for n in rpo:
+            for e in self.succ[n]:
+                if e.dst in preds and n not in preds[e.dst]:
+                    preds[e.dst].append(n)
+        idom = {self.entry: self.entry}
+
+        def intersect(a: str, b: str) -> str:
+            while a != b:
+                while index[a] > index[b]:
+                    a = idom[a]
+                while index[b] > index[a]:
+                    b = idom[b]
+            return a
+
+        changed = True
+        while changed:
+            changed = False
+            for n in rpo[1:]:
+                ps = [p for p in preds[n] if p in idom]
+                if not ps:
+                    continue
+                new = ps[0]
+                for p in ps[1:]:
+                    new = intersect(p, new)
+                if idom.get(n) != new:
+                    idom[n] = new
+                    changed = True
+        self._idom = idom
+        children: dict[str, list[str]] = {n: [] for n in idom}
+        for n, d in idom.items():
+            if n != d:
+                children[d].append(n)
+        counter = 0
+        walk = [(self.entry, False)]
+        while walk:
+            n, done = walk.pop()
+            if done:
+                self._post[n] = counter
+                counter += 1
+                continue
+            self._pre[n] = counter
+            counter += 1
+            walk.append((n, True))
+            walk.extend((c, False) for c in children[n])
+
+    def dominates(self, x: str, s: str) -> bool:
+        """Whether every path from the entry point to `s` passes through `x`."""
+        self._compute_dominators()
+        if x not in self._pre or s not in self._pre:
+            return False
+        return self._pre[x] <= self._pre[s] and self._post[s] <= self._post[x]
+
+    def path_avoiding(self, avoid: str, target: str) -> list[str] | None:
+        """A shortest path from the entry to `target` that never passes `avoid`."""
+        if self.entry == avoid:
+            return None
+        parent: dict[str, str | None] = {self.entry: None}
+        todo = deque([self.entry])
+        while todo:
+            n = todo.popleft()
+            if n == target:
+                path = [n]
+                while parent[path[-1]] is not None:
+                    p = parent[path[-1]]
+                    assert p is not None
+                    path.append(p)
+                return path[::-1]
+            for e in self.succ.get(n, []):
+                if e.dst != avoid and e.dst in self.succ and e.dst not in parent:
+                    parent[e.dst] = n
+                    todo.append(e.dst)
+        return None
+
+    def end_points(self) -> list[str]:
+        """Reachable nodes that can end the run with the workflow's `output:`."""
+        out = []
+        for n in self.nodes:
+            if n not in self.reachable():
+                continue
+            if n in self.terminates or any(e.dst == END for e in self.succ[n]):
+                out.append(n)
+        return out
+
+
+def _route_edges(name: str, routes: list[object]) -> list[Edge]:
+    from podium.spec.model import Route
+
+    edges: list[Edge] = []
+    for i, r in enumerate(routes):
+        assert isinstance(r, Route)
+        edges.append(Edge(name, r.to, "when" if r.when is not None else "default", i, r.when))
+    if not routes:
+        edges.append(Edge(name, END, "implicit", -1))
+    return edges

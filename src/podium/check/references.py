@@ -1,0 +1,187 @@
+"""What a template reads: name chains found in the Jinja AST, with the guards around them.
+
+`collect_refs` walks a parsed template (not its text) and returns each reference to a free
+name as a chain (`reviewer.output.findings` -> ("reviewer", "output", "findings")), skipping
+loop variables, `{% set %}` targets and macro parameters, and marking a reference as guarded
+when it sits under an `X is defined` test or a `default` filter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jinja2 import nodes
+
+GUARD_FILTERS = frozenset({"default", "d"})
+JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "namespace",
+                           "true", "false", "none", "True", "False", "None", "loop"})
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One read of a free name: its attribute chain, guard status and template line."""
+
+    chain: tuple[str, ...]
+    guarded: bool
+    lineno: int
+    is_guard: bool = False  # the reference is itself an `is defined` test
+
+    @property
+    def root(self) -> str:
+        return self.chain[0]
+
+    def dotted(self) -> str:
+        return ".".join(self.chain)
+
+
+@dataclass(frozen=True)
+class UsedName:
+    """A filter or test used by a template (checked against the environment)."""
+
+    kind: str  # "filter" or "test"
+    name: str
+    lineno: int
+
+
+def _chain(node: nodes.Node) -> tuple[nodes.Name, tuple[str, ...]] | None:
+    parts: list[str] = []
+    cur: nodes.Node = node
+    while True:
+        if isinstance(cur, nodes.Getattr):
+            parts.append(cur.attr)
+            cur = cur.node
+        elif isinstance(cur, nodes.Getitem):
+            arg = cur.arg
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, (str, int)):
+                parts.append(str(arg.value))
+                cur = cur.node
+            else:
+                parts.clear()
+                cur = cur.node
+        elif isinstance(cur, nodes.Name):
+            return cur, (cur.name, *reversed(parts))
+        else:
+            return None
+
+
+def _defined_tests(node: nodes.Node) -> set[str]:
+    """Roots tested with `is defined` (or `is not undefined`) anywhere inside `node`."""
+    found: set[str] = set()
+    for test in node.find_all(nodes.Test):
+        if test.name in ("defined", "undefined"):
+            got = _chain(test.node)
+            if got:
+                found.add(".".join(got[1][:1]))
+                found.add(".".join(got[1]))
+    return found
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.refs: list[Ref] = []
+        self.used: list[UsedName] = []
+
+    def visit(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
+        if isinstance(node, (nodes.For,)):
+            self.visit(node.iter, local, guards)
+            names = {n.name for n in node.target.find_all(nodes.Name)}
+            inner = local | names | {"loop"}
+            for child in node.body + node.else_:
+                self.visit(child, inner, guards)
+            if node.test is not None:
+                self.visit(node.test, inner, guards)
+            return
+        if isinstance(node, (nodes.Macro, nodes.CallBlock)):
+            params = {a.name for a in node.args}
+            inner = local | params | {"caller", "varargs", "kwargs"}
+            for child in node.body:
+                self.visit(child, inner, guards)
+            for d in node.defaults:
+                self.visit(d, local, guards)
+            return
+        if isinstance(node, nodes.Assign):
+            self.visit(node.node, local, guards)
+            return  # target names are added by the enclosing scope pass
+        if isinstance(node, nodes.AssignBlock):
+            for child in node.body:
+                self.visit(child, local, guards)
+            return
+        if isinstance(node, nodes.If):
+            g = guards | _defined_tests(node.test)
+            self.visit(node.test, local, g)
+            for child in node.body:
+                self.visit(child, local, g)
+            for elif_ in node.elif_:
+                self.visit(elif_, local, g)
+            for child in node.else_:
+                self.visit(child, local, g)
+            return
+        if isinstance(node, nodes.CondExpr):
+            g = guards | _defined_tests(node.test)
+            self.visit(node.test, local, g)
+            self.visit(node.expr1, local, g)
+            if node.expr2 is not None:
+                self.visit(node.expr2, local, g)
+            return
+        if isinstance(node, nodes.And):
+            g = guards | _defined_tests(node.left)
+            self.visit(node.left, local, g)
+            self.visit(node.right, local, g)
+            return
+        if isinstance(node, nodes.Test):
+            self.used.append(UsedName("test", node.name, node.lineno))
+            if node.name in ("defined", "undefined"):
+                got = _chain(node.node)
+                if got and got[0].name not in local:
+                    self.refs.append(Ref(got[1], True, node.lineno, is_guard=True))
+                    return
+            self._generic(node, local, guards)
+            return
+        if isinstance(node, nodes.Filter):
+            self.used.append(UsedName("filter", node.name, node.lineno))
+            if node.name in GUARD_FILTERS and node.node is not None:
+                got = _chain(node.node)
+                if got and got[0].name not in local:
+                    self.refs.append(Ref(got[1], True, node.lineno))
+                    for child in [*node.args, *[k.value for k in node.kwargs]]:
+                        self.visit(child, local, guards)
+                    return
+            self._generic(node, local, guards)
+            return
+        if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+            got = _chain(node)
+            if got is not None:
+                name, chain = got
+                if name.ctx == "load" and name.name not in local:
+                    guarded = chain[0] in guards or ".".join(chain[:2]) in guards
+                    self.refs.append(Ref(chain, guarded, node.lineno))
+                if isinstance(node, nodes.Getitem):
+                    self._visit_subscripts(node, local, guards)
+                return
+        self._generic(node, local, guards)
+
+    def _visit_subscripts(self, node: nodes.Node, local: frozenset[str],
+                          guards: frozenset[str]) -> None:
+        cur = node
+        while isinstance(cur, (nodes.Getattr, nodes.Getitem)):
+            if isinstance(cur, nodes.Getitem) and not isinstance(cur.arg, nodes.Const):
+                self.visit(cur.arg, local, guards)
+            cur = cur.node
+
+    def _generic(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
+        for child in node.iter_child_nodes():
+            self.visit(child, local, guards)
+
+
+def collect_refs(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
+    """All free-name references and filter/test uses in a template or expression AST."""
+    assigned = frozenset(n.name for a in tree.find_all((nodes.Assign, nodes.AssignBlock))
+                         for n in a.target.find_all(nodes.Name))
+    imported = frozenset(i.target for i in tree.find_all(nodes.Import))
+    from_imported = frozenset(
+        (n if isinstance(n, str) else n[1]) for i in tree.find_all(nodes.FromImport)
+        for n in i.names)
+    macros = frozenset(m.name for m in tree.find_all(nodes.Macro))
+    collector = _Collector()
+    collector.visit(tree, assigned | imported | from_imported | macros, frozenset())
+    return collector.refs, collector.used

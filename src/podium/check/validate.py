@@ -1,0 +1,22 @@
+"""`validate`: load a workflow, run every check, and return all diagnostics sorted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from podium.spec.load import LoadResult, load_workflow
+
+
+def validate_file(path: Path, *, visited: tuple[Path, ...] = (),
+                  environ: Mapping[str, str] | None = None) -> LoadResult:
+    """Load `path` and run the semantic checks when the schema holds.
+
+    Raises FileUnreadable (from podium.spec.source) when the file cannot be read.
+    """
+    from podium.check.semantic import Checker
+
+    result = load_workflow(path, environ)
+    if result.model is not None:
+        Checker(result, visited_files=visited).run()
+    return result

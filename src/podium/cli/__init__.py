@@ -1,0 +1,1 @@
+"""The podium command line: parse arguments, call the API, render results."""

@@ -1,0 +1,85 @@
+"""`podium validate`: print diagnostics compiler-style (or as JSON) and pick the exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from podium.cli import exitcodes
+from podium.spec.diagnostics import Diagnostic
+from podium.spec.source import FileUnreadable
+
+
+def run_validate(files: list[Path], output_format: str, strict: bool, budget: bool) -> int:
+    if output_format not in ("text", "json"):
+        sys.stderr.write(f"podium validate: --format must be 'text' or 'json' "
+                         f"(got '{output_format}')\n")
+        return exitcodes.INVALID
+    from podium.check.validate import validate_file
+
+    reports: list[dict[str, Any]] = []
+    code = exitcodes.OK
+    total_errors = total_warnings = 0
+    out = sys.stdout
+    for path in files:
+        try:
+            result = validate_file(path)
+        except FileUnreadable as exc:
+            code = exitcodes.FILE_ERROR
+            reports.append({"file": str(path), "valid": False, "readable": False,
+                            "error": str(exc), "diagnostics": []})
+            if output_format == "text":
+                sys.stderr.write(f"{exc}\n")
+            continue
+        diags: list[Diagnostic] = result.sink.sorted()
+        errors = [d for d in diags if d.severity == "error"]
+        warnings = [d for d in diags if d.severity == "warning"]
+        total_errors += len(errors)
+        total_warnings += len(warnings)
+        valid = not errors and not (strict and warnings)
+        if not valid and code == exitcodes.OK:
+            code = exitcodes.INVALID
+        report: dict[str, Any] = {
+            "file": result.shown, "valid": valid, "readable": True,
+            "errors": len(errors), "warnings": len(warnings),
+            "diagnostics": [d.to_json() for d in diags],
+        }
+        if budget and result.model is not None and not errors:
+            from podium.check.budget import analyse_budget
+
+            report["budget"] = analyse_budget(result).to_json()
+        reports.append(report)
+        if output_format == "text":
+            for d in diags:
+                out.write(d.format() + "\n")
+            if budget and "budget" in report:
+                from podium.check.budget import format_budget
+
+                out.write(format_budget(report["budget"]))
+    if output_format == "json":
+        json.dump({"valid": code == exitcodes.OK, "files": reports}, out, indent=2)
+        out.write("\n")
+    else:
+        _summary(files, reports, total_errors, total_warnings, strict)
+    return code
+
+
+def _summary(files: list[Path], reports: list[dict[str, Any]], errors: int, warnings: int,
+             strict: bool) -> None:
+    if len(reports) == 1 and reports[0].get("readable") is False:
+        return
+    parts = []
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    checked = sum(1 for r in reports if r.get("readable"))
+    where = reports[0]["file"] if len(files) == 1 else f"{checked} files"
+    if not parts:
+        sys.stdout.write(f"{where}: valid\n")
+    else:
+        verdict = "invalid" if errors or (strict and warnings) else "valid"
+        suffix = " (--strict)" if strict and warnings and not errors else ""
+        sys.stdout.write(f"{where}: {verdict}{suffix}: {', '.join(parts)}\n")
