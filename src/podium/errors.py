@@ -17,7 +17,7 @@ Nothing else should escape the CLI: it maps each class to a documented exit code
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from podium.spec.diagnostics import Diagnostic
@@ -57,10 +57,12 @@ class RunError(PodiumError):
 
     exit_code = 3
 
-    def __init__(self, message: str, *, step: str | None = None, iteration: int | None = None) -> None:
+    def __init__(self, message: str, *, step: str | None = None, iteration: int | None = None,
+                 details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.step = step
         self.iteration = iteration
+        self.details: dict[str, Any] = details or {}
         self.run_id: str | None = None
 
     @property

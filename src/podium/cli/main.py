@@ -57,6 +57,40 @@ def validate(
     raise typer.Exit(run_validate(files, output_format, strict, budget))
 
 
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False)],
+    inputs: Annotated[list[str] | None, typer.Option(
+        "--input", "-i", help="A workflow input NAME=VALUE (repeatable).")] = None,
+    input_file: Annotated[Path | None, typer.Option(
+        "--input-file", help="A YAML or JSON file of inputs.")] = None,
+    skip_gates: Annotated[bool, typer.Option(
+        "--skip-gates", help="Human gates take their first option; limits are not raised.")] = False,
+    responses: Annotated[Path | None, typer.Option(
+        "--responses", help="Run offline: scripted model and gate answers from this file.")] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the whole result (run id, status, output, steps) as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only lifecycle and routes.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                          help="Also prompts, outputs and script output.")] = False,
+    provider: Annotated[str | None, typer.Option(
+        "--provider", "-p", help="Use this provider for every agent.")] = None,
+    events: Annotated[Path | None, typer.Option(
+        "--events", help="Also write the JSONL event log to this file.")] = None,
+) -> None:
+    """Run a workflow. Progress goes to stderr, the final output (JSON) to stdout.
+
+    Exit codes: 0 success, 1 failed terminate, 2 invalid, 3 runtime error, 4 limit, 130
+    interrupted.
+    """
+    from podium.cli.run_cmd import RunRequest, run_command
+
+    verbosity = 0 if quiet else (2 if verbose else 1)
+    raise typer.Exit(run_command(RunRequest(
+        file, inputs or [], input_file, skip_gates, responses, json_out, verbosity, provider,
+        events)))
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

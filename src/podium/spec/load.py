@@ -9,7 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from podium.spec.diagnostics import Diagnostic, DiagnosticSink, KeyPath, did_you_mean, format_path
+from podium.spec.diagnostics import (
+    Diagnostic,
+    DiagnosticSink,
+    KeyPath,
+    Severity,
+    did_you_mean,
+    format_path,
+)
 from podium.spec.model import (
     ALL_STEP_KEYS,
     STEP_CLASSES,
@@ -19,10 +26,34 @@ from podium.spec.model import (
     Lenient,
     StepBase,
     WorkflowFile,
+    json_kind,
 )
 from podium.spec.source import FileUnreadable, LoadedDocument, LoadFailure, SourceMap, load_document
 
 _ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
+
+# Keys people write in the wrong place (mostly following Conductor's docs), with where they go.
+_MISPLACED = {
+    ((), "input"): "workflow inputs are declared under 'workflow:' as 'input:'",
+    ((), "context"): "context settings go under 'workflow:'",
+    ((), "limits"): "limits go under 'workflow:'",
+    ((), "runtime"): "runtime settings go under 'workflow:'",
+    (("workflow",), "context_mode"): "the docs' 'context_mode' is written 'context: {mode: ...}' "
+                                     "with accumulate, last_only or explicit",
+    (("workflow",), "max_iterations"): "write it under 'limits:'",
+    (("workflow",), "timeout_seconds"): "write it under 'limits:'",
+    (("workflow",), "provider"): "write it under 'runtime:'",
+    (("workflow",), "default_model"): "write it under 'runtime:'",
+}
+
+# Values people write for an enumeration that has another spelling.
+_VALUE_ALIASES = {"integer": "number", "int": "number", "float": "number", "bool": "boolean",
+                  "str": "string", "list": "array", "dict": "object", "map": "object"}
+
+
+def _unknown_key_hint(container: KeyPath, key: str, candidates: list[str] | tuple[str, ...]
+                      ) -> str | None:
+    return _MISPLACED.get((container, key)) or did_you_mean(key, candidates)
 
 
 @dataclass
@@ -40,17 +71,21 @@ class LoadResult:
 
     def error(self, path: KeyPath, message: str, hint: str | None = None, *,
               code: str = "invalid", at: str = "key") -> None:
-        self._add(path, message, hint, "error", code, at)
+        self.add(path, message, hint, severity="error", code=code, at=at)
 
     def warning(self, path: KeyPath, message: str, hint: str | None = None, *,
                 code: str = "warning", at: str = "key") -> None:
-        self._add(path, message, hint, "warning", code, at)
+        self.add(path, message, hint, severity="warning", code=code, at=at)
 
-    def _add(self, path: KeyPath, message: str, hint: str | None, severity: str, code: str,
-             at: str) -> None:
+    def add(self, path: KeyPath, message: str, hint: str | None = None, *,
+            severity: Severity = "error", code: str = "invalid", at: str = "key",
+            line: tuple[int, int] | None = None) -> None:
+        """Record a diagnostic at the key (or value) of `path`; `line` overrides the
+        line and column (a line inside a multi-line value), keeping the file."""
         pos = self.smap.value(path) if at == "value" else self.smap.key(path)
-        self.sink.add(Diagnostic(pos.file, pos.line, pos.col, format_path(path), message,
-                                 "error" if severity == "error" else "warning", hint, code))
+        ln, col = line if line is not None else (pos.line, pos.col)
+        self.sink.add(Diagnostic(pos.file, ln, col, format_path(path), message, severity,
+                                 hint, code))
 
 
 def load_workflow(path: Path, environ: Mapping[str, str] | None = None) -> LoadResult:
@@ -66,7 +101,7 @@ def load_workflow(path: Path, environ: Mapping[str, str] | None = None) -> LoadR
     result = LoadResult(path, doc.shown, None, doc.smap, DiagnosticSink(), doc)
     data = doc.data
     if not isinstance(data, dict):
-        kind = _kind(data)
+        kind = json_kind(data)
         result.error((), f"a workflow must be a mapping with 'workflow:' and 'agents:', got {kind}",
                      code="root")
         return result
@@ -74,44 +109,26 @@ def load_workflow(path: Path, environ: Mapping[str, str] | None = None) -> LoadR
     return result
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 def _build(result: LoadResult, data: dict[str, Any]) -> None:
     root = dict(data)
     for key in list(root):
         if key not in _ROOT_KEYS:
-            result.error((key,), f"unknown key '{key}'", did_you_mean(key, _ROOT_KEYS),
-                         code="unknown-key")
+            result.error((key,), f"unknown key '{key}'",
+                         _unknown_key_hint((), key, _ROOT_KEYS), code="unknown-key")
             del root[key]
     agents_raw = root.get("agents")
     ok = True
-    if "agents" in root:
-        if isinstance(agents_raw, list):
-            steps = []
-            for i, raw in enumerate(agents_raw):
-                step = _load_step(result, raw, ("agents", i))
-                if isinstance(raw, dict) and isinstance(raw.get("name"), str):
-                    result.raw_step_names.append(raw["name"])
-                if step is None:
-                    ok = False
-                else:
-                    steps.append(step)
-            root["agents"] = steps
-        # a non-list is reported by pydantic below
+    if isinstance(agents_raw, list):  # a non-list is reported by pydantic below
+        steps = []
+        for i, raw in enumerate(agents_raw):
+            step = _load_step(result, raw, ("agents", i))
+            if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+                result.raw_step_names.append(raw["name"])
+            if step is None:
+                ok = False
+            else:
+                steps.append(step)
+        root["agents"] = steps
     groups_raw = root.get("for_each")
     if isinstance(groups_raw, list):
         groups: list[Any] = []
@@ -141,7 +158,7 @@ def _build(result: LoadResult, data: dict[str, Any]) -> None:
 
 def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
     if not isinstance(raw, dict):
-        result.error(base, f"a step must be a mapping, got {_kind(raw)}", at="value",
+        result.error(base, f"a step must be a mapping, got {json_kind(raw)}", at="value",
                      code="type")
         return None
     step_type = raw.get("type")
@@ -159,6 +176,8 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
     ok = True
     for key, value in raw.items():
         rule = usable.get(key)
+        if step_type == "terminate" and key == "routes" and value == []:
+            continue  # Conductor accepts an empty list
         if rule == "u":
             clean[key] = value
         elif rule == "i":
@@ -172,6 +191,8 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
                 hint = "use 'timeout' for scripts"
             elif step_type == "terminate" and key == "output":
                 hint = "use 'output_template'"
+            elif step_type == "terminate" and key == "routes":
+                hint = "a terminate step ends the run; nothing runs after it"
             elif step_type == "agent" and key in ("duration", "value", "status", "command"):
                 hint = f"did you forget 'type:'? '{key}' belongs to another step type"
             result.error((*base, key), f"'{step_type}' steps cannot have '{key}'", hint,
@@ -194,7 +215,7 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
 
 def _load_for_each(result: LoadResult, raw: Any, base: KeyPath) -> ForEachGroup | None:
     if not isinstance(raw, dict):
-        result.error(base, f"a for_each group must be a mapping, got {_kind(raw)}", at="value")
+        result.error(base, f"a for_each group must be a mapping, got {json_kind(raw)}", at="value")
         return None
     clean = dict(raw)
     agent = None
@@ -239,14 +260,22 @@ def _report(result: LoadResult, exc: ValidationError, base: KeyPath) -> None:
             continue
         if etype == "extra_forbidden":
             key = str(path[-1])
-            candidates = _allowed_keys(result, path[:-1])
-            result.error(path, f"unknown key '{key}'", did_you_mean(key, candidates),
-                         code="unknown-key")
+            candidates = _allowed_keys(path[:-1])
+            result.error(path, f"unknown key '{key}'",
+                         _unknown_key_hint(path[:-1], key, candidates), code="unknown-key")
+            continue
+        ctx = err.get("ctx") or {}
+        if etype == "podium_located":
+            result.error((*path, *ctx["at"]), str(err["msg"]), code="schema")
             continue
         if etype in ("literal_error", "enum"):
-            expected = err.get("ctx", {}).get("expected", "")
+            expected = ctx.get("expected", "")
             options = [o.strip().strip("'") for o in str(expected).replace(" or ", ",").split(",")]
-            hint = did_you_mean(str(given), options) if isinstance(given, str) else None
+            hint = None
+            if isinstance(given, str):
+                alias = _VALUE_ALIASES.get(given.lower())
+                hint = did_you_mean(given, options) or (
+                    f"use '{alias}'" if alias in options else None)
             result.error(path, f"must be one of {expected} (got {_show(given)})", hint,
                          at="value", code="enum")
             continue
@@ -255,7 +284,7 @@ def _report(result: LoadResult, exc: ValidationError, base: KeyPath) -> None:
             continue
         message = _FRIENDLY.get(etype)
         if message:
-            message = f"{message} (got {_kind(given)})"
+            message = f"{message} (got {json_kind(given)})"
         else:
             message = str(err["msg"])
             for prefix in ("Value error, ", "Assertion failed, "):
@@ -274,11 +303,11 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return f"'{value}'" if len(value) < 60 else f"'{value[:57]}...'"
     if isinstance(value, (dict, list)):
-        return _kind(value)
+        return json_kind(value)
     return repr(value)
 
 
-def _allowed_keys(result: LoadResult, container: KeyPath) -> list[str]:
+def _allowed_keys(container: KeyPath) -> list[str]:
     """The keys accepted at `container`, found by walking the model classes along the path."""
     cls: Any = WorkflowFile
     for part in container:

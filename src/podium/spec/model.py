@@ -9,9 +9,11 @@ ignores or rejects is the table STEP_KEYS below, applied by the loader before va
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
@@ -34,6 +36,16 @@ class Lenient(BaseModel):
 
 def _is_template(text: str) -> bool:
     return "{{" in text or "{%" in text
+
+
+def located(at: tuple[str | int, ...], message: str) -> PydanticCustomError:
+    """A validation error about the key `at` below the container being validated.
+
+    Raised from model-level rules so that the diagnostic points at the offending key rather
+    than at the whole mapping; the loader reads the key path from the error's context. The
+    message must not contain `{at}` (pydantic formats it with the context).
+    """
+    return PydanticCustomError("podium_located", message, {"at": at})
 
 
 # --------------------------------------------------------------------------- output schemas
@@ -59,36 +71,46 @@ class OutputField(Strict):
     def _rules(self) -> OutputField:
         t = self.type
         if self.items is not None and t != "array":
-            raise ValueError("'items' can only be set when type is 'array'")
+            raise located(("items",), "'items' can only be set when type is 'array'")
         if self.properties is not None and t != "object":
-            raise ValueError("'properties' can only be set when type is 'object'")
-        if (self.pattern is not None or self.min_length is not None
-                or self.max_length is not None) and t != "string":
-            raise ValueError("pattern/minLength/maxLength can only be set when type is 'string'")
-        if (self.minimum is not None or self.maximum is not None) and t != "number":
-            raise ValueError("minimum/maximum can only be set when type is 'number'")
+            raise located(("properties",), "'properties' can only be set when type is 'object'")
+        for key, value in (("pattern", self.pattern), ("minLength", self.min_length),
+                           ("maxLength", self.max_length)):
+            if value is not None and t != "string":
+                raise located((key,), f"'{key}' can only be set when type is 'string'")
+        for key, value in (("minimum", self.minimum), ("maximum", self.maximum)):
+            if value is not None and t != "number":
+                raise located((key,), f"'{key}' can only be set when type is 'number'")
         if self.enum is not None:
-            if t not in ("string", "number", "boolean"):
-                raise ValueError("'enum' can only be set when type is string, number or boolean")
-            if not self.enum:
-                raise ValueError("'enum' must not be empty")
-            for v in self.enum:
-                if v is None:
-                    raise ValueError("'enum' cannot contain null (use nullable: true)")
-                if not value_has_type(v, t):
-                    raise ValueError(f"enum value {v!r} is not of type '{t}'")
+            self._check_enum(t, self.enum)
         if self.pattern is not None:
             try:
-                re.compile(self.pattern)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    re.compile(self.pattern)
             except re.error as exc:
-                raise ValueError(f"'pattern' is not a valid regular expression: {exc}") from None
+                raise located(("pattern",), f"not a valid regular expression: {exc}") from None
         if (self.min_length is not None and self.max_length is not None
                 and self.min_length > self.max_length):
-            raise ValueError("minLength is greater than maxLength")
+            raise located(("minLength",), "minLength is greater than maxLength")
         if (self.minimum is not None and self.maximum is not None
                 and self.minimum > self.maximum):
-            raise ValueError("minimum is greater than maximum")
+            raise located(("minimum",), "minimum is greater than maximum")
         return self
+
+    @staticmethod
+    def _check_enum(t: str, enum: list[Any]) -> None:
+        if t not in ("string", "number", "boolean"):
+            raise located(("enum",), "'enum' can only be set when type is string, number or "
+                                     "boolean")
+        if not enum:
+            raise located(("enum",), "'enum' must not be empty")
+        for i, v in enumerate(enum):
+            if v is None:
+                raise located(("enum", i), "'enum' cannot contain null (use nullable: true)")
+            if not value_has_type(v, t):
+                raise located(("enum", i), f"enum value {v!r} is {json_kind(v)}, but the "
+                                           f"field's type is '{t}'")
 
 
 OutputSchema = dict[str, OutputField]
@@ -109,12 +131,30 @@ def value_has_type(value: Any, type_name: str) -> bool:
     return False
 
 
+def json_kind(value: Any) -> str:
+    """How a YAML value reads to a person: 'a string', 'a list', 'nothing', ..."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
 def _check_root_schema(schema: OutputSchema | None) -> OutputSchema | None:
     if schema:
         for name, fld in schema.items():
             if not fld.required:
-                raise ValueError(f"root-level output field '{name}' cannot be optional "
-                                 "(required: false is only allowed inside 'properties')")
+                raise located((name, "required"),
+                              f"root-level output field '{name}' cannot be optional "
+                              "(required: false is only allowed inside 'properties')")
     return schema
 
 
@@ -167,12 +207,15 @@ class Question(Strict):
 # --------------------------------------------------------------------------- agent blocks
 
 
+RetryOn = Literal["provider_error", "timeout"]
+_RETRY_ON: tuple[RetryOn, ...] = ("provider_error", "timeout")
+
+
 class RetryConfig(Lenient):
     max_attempts: int = Field(default=1, ge=1, le=10)
     backoff: Literal["exponential", "fixed"] = "exponential"
     delay_seconds: float = Field(default=2.0, ge=0, le=300)
-    retry_on: list[Literal["provider_error", "timeout"]] = Field(
-        default_factory=lambda: ["provider_error", "timeout"])
+    retry_on: list[RetryOn] = Field(default_factory=lambda: list(_RETRY_ON))
     max_parse_recovery_attempts: int | None = Field(default=None, ge=0, le=10)
 
 
@@ -264,8 +307,8 @@ class AgentStep(StepBase):
     @model_validator(mode="after")
     def _raw_mode(self) -> AgentStep:
         if self.output_mode == "raw" and self.output:
-            raise ValueError("output_mode: raw cannot be combined with an 'output' schema "
-                             "(raw output is always {result: text})")
+            raise located(("output_mode",), "'raw' cannot be combined with an 'output' schema "
+                                            "(raw output is always {result: text})")
         return self
 
     @property
@@ -295,12 +338,13 @@ class QuestionsStep(StepBase):
         if (self.questions is None) == (self.source is None):
             raise ValueError("needs exactly one of 'questions' or 'source'")
         if self.source is not None and len(self.source.split(".")) < 3:
-            raise ValueError("'source' must be a dotted path of at least 3 parts")
+            raise located(("source",), "'source' must be a dotted path of at least 3 parts")
         if self.abort_route != END and not self.allow_abort:
-            raise ValueError("'abort_route' needs allow_abort: true")
-        for q in self.questions or []:
+            raise located(("abort_route",), "'abort_route' needs allow_abort: true")
+        for i, q in enumerate(self.questions or []):
             if not q.choices and not q.allow_free_text:
-                raise ValueError(f"question '{q.text[:30]}' needs choices or allow_free_text")
+                raise located(("questions", i), "a question needs 'choices' or "
+                                                "allow_free_text: true")
         return self
 
 
@@ -352,10 +396,12 @@ class SetStep(StepBase):
         if isinstance(data, dict):
             has_value = "value" in data
             has_values = "values" in data
-            if has_value == has_values:
-                raise ValueError("a set step needs exactly one of 'value' or 'values'")
+            if has_value and has_values:
+                raise located(("values",), "'value' and 'values' cannot both be set; keep one")
+            if not has_value and not has_values:
+                raise ValueError("a set step needs 'value' or 'values'")
             if has_values and "output_type" in data:
-                raise ValueError("'output_type' can only be used with 'value'")
+                raise located(("output_type",), "'output_type' can only be used with 'value'")
         return data
 
 
@@ -540,8 +586,8 @@ class InputDef(Lenient):
     @model_validator(mode="after")
     def _default_type(self) -> InputDef:
         if self.default is not None and not value_has_type(self.default, self.type):
-            got = type(self.default).__name__
-            raise ValueError(f"default value must be of type '{self.type}', got {got}")
+            raise located(("default",), f"default value must be of type '{self.type}', got "
+                                        f"{json_kind(self.default)}")
         return self
 
 

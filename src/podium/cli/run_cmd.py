@@ -1,0 +1,207 @@
+"""`podium run`: validate, build the engine with its sinks and answerers, run, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from podium.cli import exitcodes
+from podium.errors import UsageError
+from podium.spec.diagnostics import did_you_mean
+from podium.spec.model import InputDef, WorkflowFile
+
+
+def podium_home() -> Path:
+    return Path(os.environ.get("PODIUM_HOME") or Path.home() / ".podium")
+
+
+@dataclass
+class RunRequest:
+    """Everything `podium run` was asked to do."""
+
+    file: Path
+    inputs: list[str] = field(default_factory=list)
+    input_file: Path | None = None
+    skip_gates: bool = False
+    responses: Path | None = None
+    json_out: bool = False
+    verbosity: int = 1
+    provider: str | None = None
+    events: Path | None = None
+
+
+def coerce_cli_value(text: str) -> Any:
+    """Conductor's --input coercion (spec 11) for inputs the workflow does not type."""
+    value = text.strip()
+    low = value.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    if value.startswith(("[", "{")):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    if "." in value:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _typed(name: str, text: str, decl: InputDef) -> Any:
+    t = decl.type
+    if t == "string":
+        return text
+    value = coerce_cli_value(text)
+    if t == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if t == "boolean" and isinstance(value, bool):
+        return value
+    if t == "array" and isinstance(value, list):
+        return value
+    if t == "object" and isinstance(value, dict):
+        return value
+    raise UsageError(f"--input {name}: expected a {t}, got {text!r}")
+
+
+def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) -> dict[str, Any]:
+    """Inputs from --input-file then --input (later wins), checked against the declarations,
+    with defaults applied as Conductor does (spec 2.4)."""
+    declared = wf.workflow.input
+    given: dict[str, Any] = {}
+    if input_file is not None:
+        given.update(_read_input_file(input_file))
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"--input {pair!r}: expected NAME=VALUE")
+        name, _, text = pair.partition("=")
+        name = name.strip()
+        if not name:
+            raise UsageError(f"--input {pair!r}: the name is empty")
+        given[name] = _typed(name, text.strip(), declared[name]) if name in declared \
+            else coerce_cli_value(text)
+    if declared:
+        for name in given:
+            if name not in declared:
+                hint = did_you_mean(name, declared)
+                raise UsageError(f"unknown input '{name}'" + (f" ({hint})" if hint else "")
+                                 + f"; the workflow declares: {', '.join(declared)}")
+    zero: dict[str, Any] = {"string": "", "number": 0, "boolean": False}
+    missing = []
+    for name, decl in declared.items():
+        if name in given:
+            continue
+        if decl.default is not None:
+            given[name] = decl.default
+        elif not decl.required:
+            given[name] = zero.get(decl.type, [] if decl.type == "array" else {})
+        else:
+            missing.append(name)
+    if missing:
+        raise UsageError("missing required input" + ("s" if len(missing) > 1 else "") + ": "
+                         + ", ".join(missing) + f" (pass --input {missing[0]}=VALUE)")
+    return given
+
+
+def _read_input_file(path: Path) -> dict[str, Any]:
+    from podium.spec.source import FileUnreadable, LoadFailure, load_document
+
+    try:
+        doc = load_document(path, environ={})
+    except FileUnreadable as exc:
+        raise UsageError(f"--input-file {exc}") from None
+    except LoadFailure as exc:
+        raise UsageError(exc.diagnostics[0].format()) from None
+    if not isinstance(doc.data, dict):
+        raise UsageError(f"{doc.shown}:1:1: an input file must be a mapping of name: value")
+    return dict(doc.data)
+
+
+def run_command(req: RunRequest) -> int:
+    from podium.check.validate import validate_file
+    from podium.spec.source import FileUnreadable
+
+    try:
+        result = validate_file(req.file)
+    except FileUnreadable as exc:
+        sys.stderr.write(f"podium run: {exc}\n")
+        return exitcodes.FILE_ERROR
+    for d in result.sink.sorted():
+        sys.stderr.write(d.format() + "\n")
+    if result.sink.errors or result.model is None:
+        sys.stderr.write(f"podium run: {result.shown} is invalid; nothing was run\n")
+        return exitcodes.INVALID
+    wf = result.model
+    try:
+        inputs = parse_inputs(wf, req.inputs, req.input_file)
+        engine = build_engine(wf, req, inputs)
+    except UsageError as exc:
+        sys.stderr.write(f"podium run: {exc}\n")
+        return exitcodes.INVALID
+    outcome = engine.run()
+    _report(engine, outcome, req)
+    return outcome.exit_code
+
+
+def build_engine(wf: WorkflowFile, req: RunRequest, inputs: dict[str, Any]) -> Any:
+    from podium.engine.run import Engine, new_run_id
+    from podium.events.sinks.console import ConsoleSink
+    from podium.events.sinks.jsonl import JsonlSink
+    from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
+    from podium.gates.terminal import TerminalAnswerer
+    from podium.providers.base import ProviderRegistry
+    from podium.steps.base import RunOptions
+
+    answerers: list[GateAnswerer] = []
+    override = None
+    if req.responses is not None:
+        from podium.providers.scripted import ScriptedProvider, load_responses
+
+        responses = load_responses(req.responses)
+        override = ScriptedProvider(responses)
+        answerers.append(ScriptedAnswerer(responses.gate_answers()))
+    interactive = sys.stdin.isatty() and not req.skip_gates
+    if req.skip_gates:
+        answerers.append(SkipGatesAnswerer())
+    elif interactive:
+        answerers.append(TerminalAnswerer())
+    run_id = new_run_id()
+    engine = Engine(wf, req.file, inputs=inputs, providers=ProviderRegistry(override),
+                    answerer=ChainAnswerer(answerers),
+                    options=RunOptions(skip_gates=req.skip_gates, interactive=interactive,
+                                       provider_override=req.provider),
+                    run_id=run_id)
+    engine.bus.add(ConsoleSink(sys.stderr, req.verbosity))
+    events_path = req.events or podium_home() / "runs" / run_id / "events.jsonl"
+    try:
+        engine.bus.add(JsonlSink(events_path))
+    except OSError as exc:
+        sys.stderr.write(f"podium: cannot write the event log {events_path}: {exc}\n")
+    return engine
+
+
+def _report(engine: Any, outcome: Any, req: RunRequest) -> None:
+    from podium.cli.summary import print_summary
+
+    if req.json_out:
+        payload = {
+            "run_id": outcome.run_id, "status": outcome.status, "exit_code": outcome.exit_code,
+            "output": outcome.output, "terminal": outcome.terminal, "reason": outcome.reason,
+            "error": str(outcome.error) if outcome.error else None,
+            "steps": outcome.path, "iterations": outcome.iterations,
+            "elapsed": round(outcome.elapsed, 3),
+        }
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+    elif outcome.output is not None:
+        sys.stdout.write(json.dumps(outcome.output, indent=2, ensure_ascii=False) + "\n")
+    print_summary(engine, outcome, sys.stderr)

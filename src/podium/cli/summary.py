@@ -1,0 +1,49 @@
+"""The end-of-run summary on stderr: outcome, path, time, tokens and cost per agent."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+
+def _path(steps: list[str], limit: int = 14) -> str:
+    if len(steps) <= limit:
+        return " → ".join(steps)
+    head, tail = steps[: limit // 2], steps[-(limit // 2):]
+    return " → ".join(head) + f" → … ({len(steps) - limit} more) … → " + " → ".join(tail)
+
+
+def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
+    w = out.write
+    w(f"\nrun {outcome.run_id}: {outcome.status} in {outcome.elapsed:.2f}s · "
+      f"{outcome.iterations} step{'s' if outcome.iterations != 1 else ''}")
+    if outcome.terminal and outcome.terminal != "$end":
+        w(f" · ended at '{outcome.terminal}'")
+    w("\n")
+    if outcome.error is not None:
+        err = outcome.error
+        located = err.located() if hasattr(err, "located") else str(err)
+        w(f"error: {located}\n")
+    if outcome.path:
+        w(f"path: {_path(outcome.path)}\n")
+    usage = outcome.usage_by_step
+    if usage:
+        total = 0.0
+        unpriced = []
+        tin = tout = 0
+        for step, u in usage.items():
+            tin += u.input_tokens
+            tout += u.output_tokens
+            if u.cost_usd is None or not u.priced:
+                unpriced.append(f"{step} ({u.model or 'unknown model'})")
+            if u.cost_usd is not None:
+                total += u.cost_usd
+        w(f"tokens: {tin} in / {tout} out\n")
+        for step, u in usage.items():
+            cost = "unpriced" if u.cost_usd is None else f"${u.cost_usd:.4f}"
+            w(f"  {step}: {cost} · {u.model or '?'} · {u.input_tokens} in / "
+              f"{u.output_tokens} out\n")
+        if unpriced:
+            w(f"cost: ~${total:.4f} (partial: {len(unpriced)} agent(s) unpriced: "
+              f"{', '.join(unpriced)})\n")
+        else:
+            w(f"cost: ${total:.4f}\n")

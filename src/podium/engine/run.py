@@ -1,0 +1,394 @@
+"""The run loop: execute a node, store its output, count it, route, repeat.
+
+The loop is small on purpose: each step type has its executor (steps/registry.py), routing is
+a pure function (routing.py), limits are checked at step boundaries, and every fact is an event
+on the bus. A `Checkpointer` (the run store) may observe each committed step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from podium import __version__
+from podium.engine.clock import Clock, SystemClock
+from podium.engine.routing import choose_route
+from podium.engine.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
+from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, TemplateError
+from podium.events.bus import EventBus
+from podium.events.model import (
+    BudgetExceeded,
+    GateAnswered,
+    GateOpened,
+    LimitReached,
+    LimitResolved,
+    RouteTaken,
+    RunFinished,
+    RunStarted,
+    StepFailed,
+    StepFinished,
+    StepStarted,
+)
+from podium.gates.base import GateAnswerer, GateRequest
+from podium.providers.base import ProviderRegistry
+from podium.spec.model import END, Route, StepBase, WorkflowFile
+from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
+from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
+
+
+class Checkpointer(Protocol):
+    """Observes committed progress (the run store implements it)."""
+
+    def committed(self, run: Engine, next_node: str | None) -> None: ...
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str  # success | failed | error | limit | interrupted | waiting
+    exit_code: int
+    output: dict[str, Any] | None
+    terminal: str | None = None
+    reason: str | None = None
+    error: PodiumError | None = None
+    path: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+    iterations: int = 0
+    usage_by_step: dict[str, Usage] = field(default_factory=dict)
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(6)
+
+
+def file_hash(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Engine:
+    """Runs one workflow. Create it, add sinks to `bus`, call `run()`."""
+
+    def __init__(self, workflow: WorkflowFile, path: Path, *, inputs: dict[str, Any],
+                 providers: ProviderRegistry, answerer: GateAnswerer,
+                 options: RunOptions | None = None, clock: Clock | None = None,
+                 run_id: str | None = None, state: RunState | None = None,
+                 start_seq: int = 0) -> None:
+        self.workflow = workflow
+        self.path = path.resolve()
+        self.clock = clock or SystemClock()
+        self.run_id = run_id or new_run_id()
+        self.bus = EventBus(self.run_id, self.clock, start_seq=start_seq)
+        self.options = options or RunOptions()
+        wf = workflow.workflow
+        self.state = state or RunState(inputs=inputs, max_iterations=wf.limits.max_iterations)
+        self.resumed = state is not None
+        self.steps: dict[str, StepBase] = {}
+        for s in workflow.agents:
+            self.steps.setdefault(s.name, s)
+        groups = frozenset(g.name for g in workflow.parallel) | frozenset(
+            g.name for g in workflow.for_each)
+        info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
+        self.services = RunServices(workflow, self.path, TemplateEngine(),
+                                    ContextBuilder(info, groups), self.state, self.bus,
+                                    self.clock, providers, answerer, self.options, self.run_id)
+        self.checkpointer: Checkpointer | None = None
+        self.usage_by_step: dict[str, Usage] = {}
+        self.spent_usd = 0.0
+        self.unpriced_spend = False
+        self._budget_reported = 0.0
+        self.current: str | None = None
+        self._started = 0.0
+        self.executors: dict[str, Callable[[StepCall], StepOutcome]] | None = None
+
+    # ----------------------------------------------------------------- public
+
+    def run(self, start: str | None = None) -> RunResult:
+        """Run from the entry point (or `start`) to a terminal, a limit or an error."""
+        from podium.steps.registry import EXECUTORS
+
+        self.executors = dict(EXECUTORS)
+        wf = self.workflow.workflow
+        self._started = self.clock.monotonic()
+        if wf.limits.timeout_seconds:
+            self.services.deadline = self._started + wf.limits.timeout_seconds
+        self.bus.emit(RunStarted(workflow=wf.name, workflow_path=str(self.path),
+                                 workflow_hash=file_hash(self.path),
+                                 entry_point=start or wf.entry_point, inputs=self.state.inputs,
+                                 podium_version=__version__,
+                                 max_iterations=self.state.max_iterations,
+                                 resumed=self.resumed))
+        restore = self._install_sigterm()
+        try:
+            return self._loop(start or wf.entry_point)
+        finally:
+            restore()
+            self.services.providers.close()
+
+    # ----------------------------------------------------------------- loop
+
+    def _loop(self, node: str) -> RunResult:
+        last_route: Route | None = None
+        try:
+            while True:
+                self._check_interrupt()
+                self._check_timeout(node)
+                self.current = node
+                step = self.steps.get(node)
+                if step is None:
+                    raise RunError(f"'{node}' is not a step this engine can run "
+                                   "(parallel and for_each groups are not supported yet)",
+                                   step=node)
+                self._check_iterations(node)
+                outcome = self._execute(step)
+                if outcome.termination is not None:
+                    return self._terminate(step, outcome)
+                nxt, last_route = self._route(step, outcome)
+                if self.checkpointer is not None:
+                    self.checkpointer.committed(self, nxt)
+                if nxt == END:
+                    return self._finish_end(last_route)
+                node = nxt
+        except KeyboardInterrupt:
+            return self._fail(Interrupted("interrupted", step=self.current))
+        except RunError as exc:
+            return self._fail(exc)
+
+    def _execute(self, step: StepBase) -> StepOutcome:
+        state = self.state
+        iteration = state.step_counts.get(step.name, 0) + 1
+        self.bus.emit(StepStarted(step=step.name, step_type=step.type, iteration=iteration,
+                                  run_iteration=state.run_iteration + 1))
+        started = self.clock.monotonic()
+        assert self.executors is not None
+        executor = self.executors.get(step.type)
+        try:
+            if executor is None:
+                raise RunError(f"'{step.type}' steps are not supported yet", step=step.name,
+                               iteration=iteration)
+            outcome = executor(StepCall(step, iteration, self.services))
+        except RunError as exc:
+            if exc.step is None:
+                exc.step = step.name
+            if exc.iteration is None:
+                exc.iteration = iteration
+            self.bus.emit(StepFailed(step=step.name, step_type=step.type, iteration=iteration,
+                                     elapsed=self.clock.monotonic() - started,
+                                     error_type=exc.error_type, message=str(exc),
+                                     details=exc.details))
+            raise
+        elapsed = self.clock.monotonic() - started
+        state.step_counts[step.name] = iteration
+        state.run_iteration += 1
+        state.store(step.name, outcome.output)
+        state.records.append(StepRecord(step.name, step.type, iteration, state.run_iteration,
+                                        outcome.output, elapsed=elapsed))
+        u = outcome.usage
+        self.bus.emit(StepFinished(
+            step=step.name, step_type=step.type, iteration=iteration, elapsed=elapsed,
+            output=outcome.output, model=u.model if u else None,
+            input_tokens=u.input_tokens if u else 0, output_tokens=u.output_tokens if u else 0,
+            cached_tokens=u.cached_tokens if u else 0, cost_usd=u.cost_usd if u else None,
+            priced=u.priced if u else True))
+        if u is not None:
+            prev = self.usage_by_step.get(step.name)
+            self.usage_by_step[step.name] = u if prev is None else prev + u
+            if u.cost_usd is not None:
+                self.spent_usd += u.cost_usd
+            if not u.priced:
+                self.unpriced_spend = True
+            self._check_budget(step.name)
+        self._check_timeout(None, after=step.name)
+        return outcome
+
+    def _route(self, step: StepBase, outcome: StepOutcome) -> tuple[str, Route | None]:
+        state = self.state
+        record = state.records[-1]
+        if outcome.next_step is not None:
+            nxt = outcome.next_step
+            self.bus.emit(RouteTaken(from_step=step.name, to_step=nxt,
+                                     route_index=outcome.route_index,
+                                     kind="option" if outcome.route_kind == "option" else "when"))
+            record.route_to = nxt
+            return nxt, None
+        if not step.routes:
+            self.bus.emit(RouteTaken(from_step=step.name, to_step=END, route_index=-1,
+                                     kind="implicit"))
+            record.route_to = END
+            return END, None
+        scope = self.services.full_context()
+        scope["output"] = outcome.output
+        decision = choose_route(self.services.templates, step.name, step.routes, scope,
+                                record.iteration)
+        route = decision.route
+        self.bus.emit(RouteTaken(from_step=step.name, to_step=decision.target,
+                                 route_index=decision.index,
+                                 condition=route.when if route else None,
+                                 kind="when" if route and route.when else "default",
+                                 evaluated=decision.evaluated))
+        record.route_to = decision.target
+        return decision.target, route
+
+    # ----------------------------------------------------------------- limits
+
+    def _check_iterations(self, node: str) -> None:
+        state = self.state
+        if state.run_iteration < state.max_iterations:
+            return
+        recent = [r.step for r in state.records[-5:]]
+        loop = len(recent) >= 3 and len(set(recent[-3:])) == 1
+        self.bus.emit(LimitReached(limit="iterations", step=node, current=state.run_iteration,
+                                   maximum=state.max_iterations, recent_steps=recent,
+                                   possible_loop=loop))
+        prompt = (f"The run has executed {state.run_iteration} steps, its max_iterations. "
+                  f"Grant more iterations to continue with '{node}'?")
+        self.bus.emit(GateOpened(step=node, iteration=0, kind="iteration_limit", prompt=prompt,
+                                 options=[]))
+        answer = self.services.answerer.answer(GateRequest(
+            self.run_id, node, 0, prompt, (), "iteration_limit", state.run_iteration,
+            state.max_iterations, tuple(recent)))
+        granted = 0
+        by = "nobody"
+        if answer is not None:
+            by = answer.answered_by
+            try:
+                granted = max(0, int(answer.value))
+            except ValueError:
+                granted = 0
+            self.bus.emit(GateAnswered(step=node, iteration=0, kind="iteration_limit",
+                                       selected=str(granted), answered_by=by))
+        if granted > 0:
+            state.max_iterations += granted
+        self.bus.emit(LimitResolved(limit="iterations", granted=granted,
+                                    new_maximum=state.max_iterations, answered_by=by))
+        if granted <= 0:
+            raise LimitExceeded(
+                f"the run reached max_iterations ({state.max_iterations}) before '{node}'; "
+                f"last steps: {' → '.join(recent)}", limit="iterations", step=node)
+
+    def _check_timeout(self, node: str | None, after: str | None = None) -> None:
+        deadline = self.services.deadline
+        if deadline is None or self.clock.monotonic() < deadline:
+            return
+        limit = self.workflow.workflow.limits.timeout_seconds or 0
+        where = node or after
+        self.bus.emit(LimitReached(limit="timeout", step=where,
+                                   current=self.clock.monotonic() - self._started,
+                                   maximum=float(limit)))
+        raise LimitExceeded(f"the run exceeded its timeout of {limit}s", limit="timeout",
+                            step=where)
+
+    def _check_budget(self, step: str) -> None:
+        limits = self.workflow.workflow.limits
+        budget = limits.budget_usd
+        if budget is None or self.spent_usd <= budget:
+            return
+        if self.spent_usd - self._budget_reported < budget and self._budget_reported:
+            return
+        self._budget_reported = self.spent_usd
+        self.bus.emit(BudgetExceeded(budget_usd=budget, spent_usd=round(self.spent_usd, 6),
+                                     budget_mode=limits.budget_mode, step=step,
+                                     partial=self.unpriced_spend))
+        if limits.budget_mode == "enforce":
+            raise LimitExceeded(f"the run spent ${self.spent_usd:.4f}, over its budget of "
+                                f"${budget:.2f}", limit="budget", step=step)
+
+    def _check_interrupt(self) -> None:
+        if self.services.cancel.is_set():
+            raise Interrupted("stopped on request", step=self.current)
+
+    def _install_sigterm(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum: int, frame: Any) -> None:
+            self.services.cancel.set()
+            raise KeyboardInterrupt
+
+        try:
+            previous = signal.signal(signal.SIGTERM, handler)
+        except ValueError:
+            return lambda: None
+        return lambda: signal.signal(signal.SIGTERM, previous)
+
+    # ----------------------------------------------------------------- endings
+
+    def _final_output(self, route: Route | None) -> dict[str, Any]:
+        ctx = self.services.full_context()
+        out: dict[str, Any] = {}
+        templates = self.services.templates
+        for key, value in self.workflow.output.items():
+            out[key] = self._render_output(templates, value, ctx, f"output.{key}")
+        if route is not None and route.output:
+            scope = dict(ctx)
+            scope["output"] = self.state.outputs.get(self.state.history[-1]) \
+                if self.state.history else None
+            for key, value in route.output.items():
+                out[key] = self._render_output(templates, value, scope, f"route output.{key}")
+        return out
+
+    def _render_output(self, templates: TemplateEngine, value: Any, ctx: dict[str, Any],
+                       what: str) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return coerce_output_value(templates.render(value, ctx))
+        except RenderFailure as exc:
+            raise TemplateError(f"{what}: {exc}", step=self.current) from None
+
+    def _finish_end(self, route: Route | None) -> RunResult:
+        output = self._final_output(route)
+        return self._finish("success", 0, output, terminal=END)
+
+    def _terminate(self, step: StepBase, outcome: StepOutcome) -> RunResult:
+        term = outcome.termination
+        assert term is not None
+        if self.checkpointer is not None:
+            self.checkpointer.committed(self, None)
+        template = getattr(step, "output_template", None)
+        if template:
+            ctx = self.services.full_context()
+            output = {k: self._render_output(self.services.templates, v, ctx,
+                                             f"output_template.{k}")
+                      for k, v in template.items()}
+        else:
+            output = self._final_output(None)
+        if term.status == "success":
+            return self._finish("success", 0, output, terminal=step.name, reason=term.reason)
+        return self._finish("failed", 1, output, terminal=step.name, reason=term.reason)
+
+    def _finish(self, status: str, code: int, output: dict[str, Any] | None, *,
+                terminal: str | None = None, reason: str | None = None,
+                error: PodiumError | None = None) -> RunResult:
+        elapsed = self.clock.monotonic() - self._started
+        err_run = error if isinstance(error, RunError) else None
+        self.bus.emit(RunFinished(
+            status=status,  # type: ignore[arg-type]
+            output=output, terminal=terminal, reason=reason,
+            error_type=err_run.error_type if err_run else None,
+            message=str(error) if error else None,
+            step=err_run.step if err_run else None,
+            iteration=err_run.iteration if err_run else None,
+            elapsed=elapsed, iterations=self.state.run_iteration, exit_code=code))
+        return RunResult(self.run_id, status, code, output, terminal, reason, error,
+                         [r.step for r in self.state.records], elapsed,
+                         self.state.run_iteration, dict(self.usage_by_step))
+
+    def _fail(self, exc: RunError) -> RunResult:
+        exc.run_id = self.run_id
+        if isinstance(exc, Interrupted):
+            return self._finish("interrupted", exc.exit_code, None, error=exc)
+        if isinstance(exc, LimitExceeded):
+            return self._finish("limit", exc.exit_code, None, error=exc)
+        return self._finish("error", exc.exit_code, None, error=exc)
+
+
+def environment_seed() -> dict[str, str]:
+    """Environment values a run may read (recorded for replay by the store)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("PODIUM_")}

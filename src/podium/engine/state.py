@@ -1,0 +1,201 @@
+"""Run state and the template contexts built from it (accumulate, last_only, explicit).
+
+The state keeps the latest output of every step (what templates see), the order of stored
+steps (`context.history`), per-step execution counts, and every execution's output (the run's
+history, which a re-executed step never overwrites).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from podium.errors import StepError
+
+
+@dataclass
+class StepRecord:
+    """One execution of a step, kept in the run's history."""
+
+    step: str
+    step_type: str
+    iteration: int
+    run_iteration: int
+    output: Any
+    route_to: str | None = None
+    elapsed: float = 0.0
+
+
+@dataclass
+class RunState:
+    """Everything a run has produced so far; serialisable for checkpoints."""
+
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    history: list[str] = field(default_factory=list)
+    step_counts: dict[str, int] = field(default_factory=dict)
+    records: list[StepRecord] = field(default_factory=list)
+    run_iteration: int = 0
+    max_iterations: int = 10
+
+    def store(self, name: str, value: Any) -> None:
+        self.outputs[name] = value
+        self.history.append(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs, "outputs": self.outputs, "history": self.history,
+            "step_counts": self.step_counts, "run_iteration": self.run_iteration,
+            "max_iterations": self.max_iterations,
+            "records": [r.__dict__ for r in self.records],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        state = cls(inputs=dict(data.get("inputs", {})))
+        state.outputs = dict(data.get("outputs", {}))
+        state.history = list(data.get("history", []))
+        state.step_counts = {k: int(v) for k, v in data.get("step_counts", {}).items()}
+        state.run_iteration = int(data.get("run_iteration", 0))
+        state.max_iterations = int(data.get("max_iterations", 10))
+        state.records = [StepRecord(**r) for r in data.get("records", [])]
+        return state
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """What templates see as `workflow.*`."""
+
+    name: str
+    description: str | None
+    dir: str
+    file: str
+
+
+class ContextBuilder:
+    """Builds the mapping a template renders against, following the context mode."""
+
+    def __init__(self, info: WorkflowInfo, group_names: frozenset[str]) -> None:
+        self.info = info
+        self.group_names = group_names
+
+    def _workflow(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"input": inputs, "dir": self.info.dir, "file": self.info.file,
+                "name": self.info.name, "description": self.info.description}
+
+    def _wrap(self, name: str, value: Any) -> Any:
+        return value if name in self.group_names else {"output": value}
+
+    def full(self, state: RunState) -> dict[str, Any]:
+        """The accumulate context: every stored step and group."""
+        ctx: dict[str, Any] = {name: self._wrap(name, v) for name, v in state.outputs.items()}
+        ctx["workflow"] = self._workflow(state.inputs)
+        ctx["context"] = {"iteration": len(state.history), "history": list(state.history)}
+        return ctx
+
+    def last_only(self, state: RunState) -> dict[str, Any]:
+        ctx: dict[str, Any] = {}
+        if state.history:
+            last = state.history[-1]
+            ctx[last] = self._wrap(last, state.outputs[last])
+        ctx["workflow"] = self._workflow(state.inputs)
+        ctx["context"] = {"iteration": len(state.history), "history": list(state.history)}
+        return ctx
+
+    def explicit(self, state: RunState, step: str, declared: list[str],
+                 all_inputs: bool) -> dict[str, Any]:
+        """Only what `declared` names (plus workflow.dir/file/name and `context`)."""
+        inputs: dict[str, Any] = dict(state.inputs) if all_inputs else {}
+        ctx: dict[str, Any] = {}
+        for raw in declared:
+            text = raw.strip()
+            optional = text.endswith("?")
+            if optional:
+                text = text[:-1]
+            parts = text.split(".")
+            if parts[0] == "workflow":
+                if len(parts) >= 3 and parts[1] == "input":
+                    key = parts[2]
+                    if key in state.inputs:
+                        inputs[key] = state.inputs[key]
+                    elif optional:
+                        inputs[key] = None
+                    else:
+                        raise StepError(f"'{step}' declares input '{raw}', but the run has no "
+                                        f"workflow input '{key}'", step=step)
+                continue
+            name = parts[0]
+            if name not in state.outputs:
+                if optional:
+                    continue
+                raise StepError(f"'{step}' declares input '{raw}', but '{name}' has not run yet "
+                                "(mark it optional with '?' if that can happen)", step=step)
+            self._project(ctx, state, name, parts[1:], raw, optional, step)
+        ctx["workflow"] = self._workflow(inputs)
+        ctx["context"] = {"iteration": len(state.history), "history": list(state.history)}
+        return ctx
+
+    def _project(self, ctx: dict[str, Any], state: RunState, name: str, rest: list[str],
+                 raw: str, optional: bool, step: str) -> None:
+        value = state.outputs[name]
+        if name in self.group_names:
+            if not rest:
+                ctx[name] = value
+                return
+            target = ctx.setdefault(name, {"type": value.get("type")})
+            self._copy_path(target, value, rest, raw, optional, step, name)
+            return
+        if not rest or rest == ["output"]:
+            ctx[name] = {"output": value}
+            return
+        path = rest[1:] if rest[0] == "output" else rest
+        holder = ctx.get(name)
+        if holder is not None and holder.get("output") is value:
+            return  # the whole output is already declared
+        if holder is None:
+            holder = ctx[name] = {"output": {}}
+        self._copy_path(holder["output"], value, path, raw, optional, step, name)
+
+    def _copy_path(self, target: dict[str, Any], source: Any, path: list[str], raw: str,
+                   optional: bool, step: str, name: str) -> None:
+        cur_src = source
+        cur_dst = target
+        for i, part in enumerate(path):
+            if not isinstance(cur_src, dict):
+                if optional:
+                    return
+                kind = type(cur_src).__name__
+                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output is a "
+                                f"{kind}, not a mapping", step=step)
+            if part not in cur_src:
+                if optional:
+                    return
+                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output has no "
+                                f"field '{'.'.join(path[: i + 1])}'", step=step)
+            if i == len(path) - 1:
+                cur_dst[part] = cur_src[part]
+            else:
+                nxt = cur_dst.get(part)
+                if not isinstance(nxt, dict):
+                    nxt = {}
+                    cur_dst[part] = nxt
+                cur_dst = nxt
+                cur_src = cur_src[part]
+
+
+def flatten_scope(scope: dict[str, Any]) -> dict[str, Any]:
+    """Names for bare route expressions (spec 4.2): `<key>_<subkey>` for dict values, and the
+    keys of `output` bare."""
+    names: dict[str, Any] = {}
+    for key, value in scope.items():
+        names[key] = value
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                if isinstance(sub, str):
+                    names.setdefault(f"{key}_{sub}", v)
+    output = scope.get("output")
+    if isinstance(output, dict):
+        for sub, v in output.items():
+            if isinstance(sub, str):
+                names[sub] = v
+    return names

@@ -1,0 +1,60 @@
+"""The event bus: stamps each event with run id, sequence and time, and hands it to sinks.
+
+A sink that raises is reported once on stderr and then skipped for the rest of the run; it can
+never break the run or stop the other sinks.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Protocol
+
+from podium.events.model import Event
+
+
+class Sink(Protocol):
+    """Anything that consumes events."""
+
+    def handle(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EventBus:
+    def __init__(self, run_id: str, clock: Any, *, start_seq: int = 0,
+                 parent_run_id: str | None = None) -> None:
+        self.run_id = run_id
+        self.clock = clock
+        self.seq = start_seq
+        self.parent_run_id = parent_run_id
+        self.sinks: list[Sink] = []
+        self._broken: set[int] = set()
+        self._lock = threading.Lock()
+
+    def add(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    def emit(self, event: Event) -> Event:
+        with self._lock:
+            self.seq += 1
+            stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
+                                               "ts": self.clock.now(),
+                                               "parent_run_id": self.parent_run_id})
+            for i, sink in enumerate(self.sinks):
+                if i in self._broken:
+                    continue
+                try:
+                    sink.handle(stamped)
+                except Exception as exc:  # a sink must never break the run
+                    self._broken.add(i)
+                    sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
+                                     f"disabled: {type(exc).__name__}: {exc}\n")
+        return stamped
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                sys.stderr.write(f"podium: closing {type(sink).__name__} failed: {exc}\n")

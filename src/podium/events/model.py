@@ -1,0 +1,263 @@
+"""The typed, versioned events of a run: the facts every console, log and store consumes.
+
+Every event carries `v` (the schema version), `type`, `run_id`, `seq` (1, 2, ... within a run,
+continuous across resumes) and `ts` (seconds since the epoch, from the run's clock). The JSON
+Schema of the union is exported by `event_json_schema()` and shipped as
+docs/events.schema.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Event(BaseModel):
+    """Fields common to every event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: int = SCHEMA_VERSION
+    type: str
+    run_id: str = ""
+    seq: int = 0
+    ts: float = 0.0
+    parent_run_id: str | None = None
+
+
+class RunStarted(Event):
+    type: Literal["run_started"] = "run_started"
+    workflow: str
+    workflow_path: str
+    workflow_hash: str
+    entry_point: str
+    inputs: dict[str, Any]
+    podium_version: str
+    max_iterations: int
+    resumed: bool = False
+
+
+class RunFinished(Event):
+    """The run ended: `status` is success, failed (a failed terminate), error, limit,
+    interrupted or waiting (parked at a gate)."""
+
+    type: Literal["run_finished"] = "run_finished"
+    status: Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
+    output: dict[str, Any] | None = None
+    terminal: str | None = None
+    reason: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    step: str | None = None
+    iteration: int | None = None
+    elapsed: float
+    iterations: int
+    exit_code: int
+
+
+class StepStarted(Event):
+    type: Literal["step_started"] = "step_started"
+    step: str
+    step_type: str
+    iteration: int
+    run_iteration: int
+
+
+class StepFinished(Event):
+    type: Literal["step_finished"] = "step_finished"
+    step: str
+    step_type: str
+    iteration: int
+    elapsed: float
+    output: Any = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    priced: bool = True
+
+
+class StepFailed(Event):
+    type: Literal["step_failed"] = "step_failed"
+    step: str
+    step_type: str
+    iteration: int
+    elapsed: float
+    error_type: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class RouteTaken(Event):
+    """A routing decision: which rule won and what every rule before it evaluated to."""
+
+    type: Literal["route_taken"] = "route_taken"
+    from_step: str
+    to_step: str
+    route_index: int
+    condition: str | None = None
+    kind: Literal["when", "default", "option", "implicit"] = "when"
+    evaluated: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class PromptRendered(Event):
+    type: Literal["prompt_rendered"] = "prompt_rendered"
+    step: str
+    iteration: int
+    provider: str
+    model: str | None
+    prompt: str
+    system_prompt: str | None = None
+    reasoning_effort: str | None = None
+    tools: list[str] | None = None
+
+
+class ModelExchange(Event):
+    """One request/response with a model (recorded; secrets never included)."""
+
+    type: Literal["model_exchange"] = "model_exchange"
+    step: str
+    iteration: int
+    attempt: int
+    provider: str
+    model: str | None
+    request: dict[str, Any]
+    response_text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    elapsed: float = 0.0
+
+
+class ParseRecovery(Event):
+    type: Literal["parse_recovery"] = "parse_recovery"
+    step: str
+    iteration: int
+    attempt: int
+    max_attempts: int
+    reason: Literal["syntax", "schema"]
+    error: str
+
+
+class ProviderRetry(Event):
+    type: Literal["provider_retry"] = "provider_retry"
+    step: str
+    attempt: int
+    max_attempts: int
+    error: str
+    delay: float
+
+
+class ScriptOutput(Event):
+    """What a script returned (kept whole in the log; the console shows a tail)."""
+
+    type: Literal["script_output"] = "script_output"
+    step: str
+    iteration: int
+    argv: list[str]
+    working_dir: str | None
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    elapsed: float = 0.0
+
+
+class GateOpened(Event):
+    type: Literal["gate_opened"] = "gate_opened"
+    step: str
+    iteration: int
+    kind: Literal["human_gate", "iteration_limit"] = "human_gate"
+    prompt: str
+    options: list[dict[str, Any]]
+
+
+class GateAnswered(Event):
+    type: Literal["gate_answered"] = "gate_answered"
+    step: str
+    iteration: int
+    kind: Literal["human_gate", "iteration_limit"] = "human_gate"
+    selected: str
+    additional_input: dict[str, str] = Field(default_factory=dict)
+    route: str | None = None
+    answered_by: str = "terminal"
+
+
+class LimitReached(Event):
+    type: Literal["limit_reached"] = "limit_reached"
+    limit: Literal["iterations", "timeout", "budget"]
+    step: str | None
+    current: float
+    maximum: float
+    recent_steps: list[str] = Field(default_factory=list)
+    possible_loop: bool = False
+
+
+class LimitResolved(Event):
+    type: Literal["limit_resolved"] = "limit_resolved"
+    limit: Literal["iterations", "timeout", "budget"]
+    granted: int
+    new_maximum: int
+    answered_by: str
+
+
+class BudgetExceeded(Event):
+    type: Literal["budget_exceeded"] = "budget_exceeded"
+    budget_usd: float
+    spent_usd: float
+    budget_mode: Literal["audit", "enforce"]
+    step: str | None
+    partial: bool = False
+
+
+class Warning_(Event):
+    """Something a person should know that does not stop the run."""
+
+    type: Literal["warning"] = "warning"
+    message: str
+    step: str | None = None
+
+
+class Checkpointed(Event):
+    type: Literal["checkpoint"] = "checkpoint"
+    step: str | None
+    next_step: str | None
+    run_iteration: int
+
+
+AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed | RouteTaken
+            | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ScriptOutput
+            | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
+            | Warning_ | Checkpointed)
+
+EVENT_CLASSES: dict[str, type[Event]] = {
+    c.model_fields["type"].default: c  # type: ignore[misc]
+    for c in (RunStarted, RunFinished, StepStarted, StepFinished, StepFailed, RouteTaken,
+              PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ScriptOutput,
+              GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
+              Checkpointed)
+}
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema of every podium event (a discriminated union on `type`)."""
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(
+        __import__("typing").Annotated[AnyEvent, Field(discriminator="type")])
+    schema = adapter.json_schema()
+    schema["title"] = f"podium event (schema version {SCHEMA_VERSION})"
+    return schema
+
+
+def parse_event(data: dict[str, Any]) -> Event:
+    """Rebuild a typed event from its JSON form (unknown types are rejected)."""
+    cls = EVENT_CLASSES.get(str(data.get("type")))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    return cls.model_validate(data)

@@ -1,0 +1,1 @@
+"""Event sinks: console, JSONL file, run store."""

@@ -1,0 +1,125 @@
+"""The console sink: a line per fact on stderr. Model and script text is printed as plain text,
+never interpreted as markup (rich's markup is off, and every value goes in as `Text`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from podium.events.model import (
+    BudgetExceeded,
+    Event,
+    GateAnswered,
+    LimitReached,
+    LimitResolved,
+    ParseRecovery,
+    PromptRendered,
+    RouteTaken,
+    RunFinished,
+    RunStarted,
+    ScriptOutput,
+    StepFailed,
+    StepFinished,
+    StepStarted,
+    Warning_,
+)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ConsoleSink:
+    """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
+
+    def __init__(self, stream: TextIO, verbosity: int = 1, color: bool | None = None) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
+                               force_terminal=color, no_color=color is False, soft_wrap=True)
+        self.verbosity = verbosity
+
+    def _line(self, *parts: tuple[str, str | None]) -> None:
+        from rich.text import Text
+
+        text = Text()
+        for content, style in parts:
+            text.append(content, style=style)
+        self.console.print(text)
+
+    def handle(self, event: Event) -> None:
+        v = self.verbosity
+        if isinstance(event, RunStarted):
+            what = "resumed" if event.resumed else "started"
+            self._line(("podium: run ", None), (event.run_id, "bold cyan"),
+                       (f" {what} · workflow {event.workflow}", None))
+        elif isinstance(event, StepStarted) and v >= 1:
+            self._line((f"[{event.run_iteration}] ", "dim"), (event.step, "bold"),
+                       (f" ({event.step_type}", "dim"),
+                       ((f", iteration {event.iteration}" if event.iteration > 1 else ""), "dim"),
+                       (")", "dim"))
+        elif isinstance(event, StepFinished) and v >= 1:
+            extra = ""
+            if event.input_tokens or event.output_tokens:
+                cost = "unpriced" if event.cost_usd is None else f"${event.cost_usd:.4f}"
+                extra = (f" · {event.model} · {event.input_tokens} in / {event.output_tokens} "
+                         f"out · {cost}")
+            self._line(("    ✓ ", "green"), (f"{event.elapsed:.2f}s{extra}", "dim"))
+            if v >= 2:
+                self._line(("    output: ", "dim"), (_short(event.output, 400), None))
+        elif isinstance(event, StepFailed):
+            self._line(("    ✗ ", "red"), (f"{event.step}: {event.message}", "red"))
+        elif isinstance(event, RouteTaken):
+            cond = f" (when {event.condition})" if event.condition else ""
+            if event.kind == "option":
+                cond = " (option chosen)"
+            self._line(("    → ", "cyan"), (event.to_step, "cyan"), (cond, "dim"))
+        elif isinstance(event, GateAnswered):
+            self._line(("    gate ", "magenta"), (f"{event.step}: ", None),
+                       (event.selected, "bold"), (f" (by {event.answered_by})", "dim"))
+        elif isinstance(event, ParseRecovery) and v >= 1:
+            self._line(("    ↻ ", "yellow"),
+                       (f"answer rejected ({event.reason}), asking for a correction "
+                        f"{event.attempt}/{event.max_attempts}: {_short(event.error)}", "yellow"))
+        elif isinstance(event, ScriptOutput) and v >= 2:
+            self._line(("    $ ", "dim"), (" ".join(event.argv), "dim"),
+                       (f" → exit {event.exit_code}", "dim"))
+            for label, text in (("stdout", event.stdout), ("stderr", event.stderr)):
+                if text.strip():
+                    self._line((f"    {label}: ", "dim"), (_short(text, 400), None))
+        elif isinstance(event, PromptRendered) and v >= 2:
+            self._line(("    prompt: ", "dim"), (_short(event.prompt, 400), None))
+        elif isinstance(event, LimitReached):
+            self._line(("    ! ", "yellow"), (f"limit reached: {event.limit} "
+                                             f"({event.current:g} of {event.maximum:g})",
+                                             "yellow"))
+        elif isinstance(event, LimitResolved) and event.granted:
+            self._line(("    + ", "yellow"), (f"granted {event.granted} more iterations "
+                                             f"(now {event.new_maximum})", "yellow"))
+        elif isinstance(event, BudgetExceeded):
+            self._line(("    $ ", "yellow"), (f"budget exceeded: ${event.spent_usd:.4f} of "
+                                             f"${event.budget_usd:.2f} ({event.budget_mode})",
+                                             "yellow"))
+        elif isinstance(event, Warning_):
+            self._line(("    warning: ", "yellow"), (event.message, None))
+        elif isinstance(event, RunFinished):
+            self._finished(event)
+
+    def _finished(self, event: RunFinished) -> None:
+        style = {"success": "bold green", "failed": "bold red", "waiting": "bold yellow"}.get(
+            event.status, "bold red")
+        if event.status in ("success", "failed"):
+            where = f" at '{event.terminal}'" if event.terminal and event.terminal != "$end" \
+                else ""
+            why = f": {event.reason}" if event.reason else ""
+            self._line((f"run {event.status}", style), (f"{where}{why}", None))
+        elif event.status == "waiting":
+            self._line(("run waiting", style), (f": {event.message}", None))
+        else:
+            self._line((f"run {event.status}", style),
+                       (f" ({event.error_type}): {event.message}", None))
+
+    def close(self) -> None:
+        pass

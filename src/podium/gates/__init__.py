@@ -1,0 +1,1 @@
+"""Who answers human gates and iteration-limit decisions: scripts, terminals, the store."""

@@ -1,0 +1,207 @@
+"""The offline ScriptedProvider: answers come from a responses file, keyed by step and execution.
+
+A responses file looks like this::
+
+    agents:
+      reviewer:                       # entry i answers the reviewer's i-th execution
+        - output: {verdict: approve, findings: []}
+        - attempts:                   # successive answers in one conversation
+            - text: "Sure! {verdict: approve"     # malformed on purpose
+            - output: {verdict: approve, findings: []}
+      developer:
+        - output: {summary: done, files_changed: [calc.py]}
+          files: {calc.py: "def add(a, b):\\n    return a + b\\n"}
+    gates:
+      escalation: [stop]              # one answer per visit of the gate
+
+Every request is recorded; a call the file does not answer fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from podium.errors import UsageError
+from podium.gates.base import GateAnswer
+from podium.providers.base import AgentRequest, Capabilities, ProviderError, Reply
+
+
+class _Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+
+
+class Answer(BaseModel):
+    """One scripted model answer."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: Any = None
+    text: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    usage: _Usage | None = None
+    model: str | None = None
+    delay: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Answer:
+        if (self.output is None) == (self.text is None):
+            raise ValueError("an answer needs exactly one of 'output' or 'text'")
+        return self
+
+    def as_text(self) -> str:
+        return self.text if self.text is not None else json.dumps(self.output)
+
+
+class Entry(BaseModel):
+    """The answers for one execution of a step: one answer, or several attempts."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: Any = None
+    text: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    usage: _Usage | None = None
+    model: str | None = None
+    delay: float = Field(default=0.0, ge=0)
+    attempts: list[Answer] | None = None
+
+    def answers(self) -> list[Answer]:
+        if self.attempts is not None:
+            return self.attempts
+        return [Answer(output=self.output, text=self.text, files=self.files, usage=self.usage,
+                       model=self.model, delay=self.delay)]
+
+
+class _GateEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: str
+    text: dict[str, str] = Field(default_factory=dict)
+
+
+class ResponsesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agents: dict[str, list[Entry]] = Field(default_factory=dict)
+    gates: dict[str, list[str | _GateEntry]] = Field(default_factory=dict)
+    iteration_limit: list[int] = Field(default_factory=list)
+
+    def gate_answers(self) -> dict[str, list[GateAnswer]]:
+        out: dict[str, list[GateAnswer]] = {}
+        for step, items in self.gates.items():
+            out[step] = [GateAnswer(i, {}, "responses") if isinstance(i, str)
+                         else GateAnswer(i.value, dict(i.text), "responses") for i in items]
+        if self.iteration_limit:
+            out["$iteration_limit"] = [GateAnswer(str(n), {}, "responses")
+                                       for n in self.iteration_limit]
+        return out
+
+
+def load_responses(path: Path) -> ResponsesFile:
+    """Read a responses file; any problem is a UsageError naming the file and the place."""
+    from podium.spec.source import FileUnreadable, LoadFailure, load_document
+
+    try:
+        doc = load_document(path, environ={})
+    except FileUnreadable as exc:
+        raise UsageError(f"responses file {exc}") from None
+    except LoadFailure as exc:
+        raise UsageError(exc.diagnostics[0].format()) from None
+    if not isinstance(doc.data, dict):
+        raise UsageError(f"{doc.shown}:1:1: a responses file must be a mapping with 'agents:' "
+                         "and/or 'gates:'")
+    try:
+        return ResponsesFile.model_validate(doc.data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(err["loc"])
+        pos = doc.smap.value(loc)
+        where = ".".join(str(p) for p in loc)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"{pos.file}:{pos.line}:{pos.col}: {where}: {msg}") from None
+
+
+@dataclass
+class ScriptedProvider:
+    """Serves scripted answers; `requests` records every request and message it received."""
+
+    responses: ResponsesFile
+    name: str = "scripted"
+    capabilities: Capabilities = field(default_factory=lambda: Capabilities(
+        tools_filter=True, session_continuity=True,
+        reasoning_efforts=("low", "medium", "high", "xhigh", "max"), mcp=True))
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    clock: Any = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def open_session(self, request: AgentRequest) -> _ScriptedSession:
+        entries = self.responses.agents.get(request.step)
+        if entries is None:
+            raise ProviderError(f"the responses file has no answers for step '{request.step}' "
+                                "(an unexpected model call)", step=request.step,
+                                iteration=request.iteration)
+        if request.iteration > len(entries):
+            raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
+                                f"'{request.step}' but this is execution {request.iteration} "
+                                "(an unexpected model call)", step=request.step,
+                                iteration=request.iteration)
+        return _ScriptedSession(self, request, entries[request.iteration - 1].answers())
+
+    def close(self) -> None:
+        pass
+
+
+class _ScriptedSession:
+    def __init__(self, provider: ScriptedProvider, request: AgentRequest,
+                 answers: list[Answer]) -> None:
+        self.provider = provider
+        self.request = request
+        self.answers = answers
+        self.sent = 0
+
+    def send(self, message: str) -> Reply:
+        req = self.request
+        with self.provider._lock:
+            self.provider.requests.append({
+                "step": req.step, "iteration": req.iteration, "attempt": self.sent + 1,
+                "model": req.model, "provider": req.provider, "message": message,
+                "system_prompt": req.system_prompt, "tools": req.tools,
+                "output_schema": req.output_schema, "reasoning_effort": req.reasoning_effort,
+                "working_dir": req.working_dir})
+        if self.sent >= len(self.answers):
+            raise ProviderError(f"the responses file has {len(self.answers)} attempt(s) for "
+                                f"'{req.step}' execution {req.iteration}, and attempt "
+                                f"{self.sent + 1} was requested", step=req.step,
+                                iteration=req.iteration)
+        answer = self.answers[self.sent]
+        self.sent += 1
+        if answer.delay:
+            if self.provider.clock is not None:
+                self.provider.clock.sleep(answer.delay)
+            else:
+                threading.Event().wait(answer.delay)
+        if answer.files:
+            self._write_files(answer.files)
+        usage = answer.usage or _Usage()
+        return Reply(answer.as_text(), None, usage.input_tokens, usage.output_tokens,
+                     usage.cached_tokens, answer.model or req.model)
+
+    def _write_files(self, files: dict[str, str]) -> None:
+        base = Path(self.request.working_dir or ".").resolve()
+        for rel, content in files.items():
+            target = (base / rel).resolve()
+            if not target.is_relative_to(base):
+                raise ProviderError(f"scripted file '{rel}' escapes the working_dir {base}",
+                                    step=self.request.step)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+
+    def close(self) -> None:
+        pass

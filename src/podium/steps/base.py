@@ -1,0 +1,130 @@
+"""What a step executor receives and returns, and the services the engine lends it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from podium.engine.state import ContextBuilder, RunState
+from podium.errors import TemplateError
+from podium.spec.model import StepBase, WorkflowFile
+from podium.templating import RenderFailure, TemplateEngine
+
+# Steps whose templates always see every workflow input, even in explicit mode (spec 5.2).
+LOCAL_RENDER_TYPES = frozenset({"script", "set", "wait", "workflow", "mcp"})
+
+if TYPE_CHECKING:
+    from podium.engine.clock import Clock
+    from podium.events.bus import EventBus
+    from podium.gates.base import GateAnswerer
+    from podium.providers.base import ProviderRegistry
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens a step spent and what they cost (None = unpriced)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    model: str | None = None
+    priced: bool = True
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else \
+            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.cached_tokens + other.cached_tokens, cost, other.model or self.model,
+                     self.priced and other.priced)
+
+
+@dataclass(frozen=True)
+class Termination:
+    status: str  # success | failed
+    reason: str
+    output: dict[str, Any] | None  # output_template result, when declared
+
+
+@dataclass
+class StepOutcome:
+    """The result of one execution: the output to store and, for gates and terminate steps,
+    where to go instead of evaluating routes."""
+
+    output: Any
+    next_step: str | None = None
+    route_kind: str | None = None
+    route_index: int = -1
+    termination: Termination | None = None
+    usage: Usage | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunOptions:
+    skip_gates: bool = False
+    interactive: bool = False
+    provider_override: str | None = None
+    record: bool = True
+    script_output_cap: int = 10 * 1024 * 1024
+
+
+@dataclass
+class RunServices:
+    """The engine's services for executors: templates, contexts, events, time, providers."""
+
+    workflow: WorkflowFile
+    path: Path
+    templates: TemplateEngine
+    contexts: ContextBuilder
+    state: RunState
+    bus: EventBus
+    clock: Clock
+    providers: ProviderRegistry
+    answerer: GateAnswerer
+    options: RunOptions
+    run_id: str
+    deadline: float | None = None  # monotonic time when the run's timeout expires
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def mode(self) -> str:
+        return self.workflow.workflow.context.mode
+
+    def step_context(self, step: StepBase) -> dict[str, Any]:
+        """The context a step's own templates see (depends on the context mode)."""
+        if self.mode == "explicit":
+            return self.contexts.explicit(self.state, step.name, step.input,
+                                          all_inputs=step.type in LOCAL_RENDER_TYPES)
+        if self.mode == "last_only":
+            return self.contexts.last_only(self.state)
+        return self.contexts.full(self.state)
+
+    def full_context(self) -> dict[str, Any]:
+        return self.contexts.full(self.state)
+
+    def render(self, text: str, context: dict[str, Any], *, step: str, what: str,
+               iteration: int | None = None) -> str:
+        try:
+            return self.templates.render(text, context)
+        except RenderFailure as exc:
+            raise TemplateError(f"{what}: {exc}", step=step, iteration=iteration) from None
+
+    def remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return self.deadline - self.clock.monotonic()
+
+
+@dataclass
+class StepCall:
+    step: StepBase
+    iteration: int
+    run: RunServices
+
+
+class StepExecutor(Protocol):
+    def __call__(self, call: StepCall) -> StepOutcome: ...

@@ -1,0 +1,215 @@
+"""The script step: run a command as argv (no shell), capture its output, apply its contract.
+
+The child runs in its own process group, so a timeout or an interrupt kills everything it
+started. stdout and stderr are read by two threads up to a size cap (the rest is drained and
+dropped). Without `output:`, the output is {exit_code, stdout, stderr} plus the keys of stdout
+when it is one JSON object; with `output:`, stdout must be exactly one JSON object that
+satisfies the schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from podium.errors import LimitExceeded, OutputContractError, StepError
+from podium.events.model import ScriptOutput
+from podium.spec.model import ScriptStep
+from podium.steps.base import StepCall, StepOutcome
+from podium.steps.schema import SchemaViolation, check_value
+
+KILL_GRACE_SECONDS = 1.0
+
+
+class _Reader(threading.Thread):
+    def __init__(self, stream: IO[bytes], cap: int) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    def run(self) -> None:
+        read = self.stream.read
+        while True:
+            try:
+                chunk = read(65536)
+            except (OSError, ValueError):
+                break
+            if not chunk:
+                break
+            room = self.cap - self.size
+            if room > 0:
+                part = chunk[:room]
+                self.chunks.append(part)
+                self.size += len(part)
+            if len(chunk) > max(room, 0):
+                self.truncated = True
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def _resolve_command(command: str, env: dict[str, str], cwd: str | None) -> str | None:
+    if os.sep in command:
+        base = Path(cwd) if cwd else Path.cwd()
+        path = Path(command) if os.path.isabs(command) else base / command
+        return str(path) if path.exists() else None
+    return shutil.which(command, path=env.get("PATH", os.defpath))
+
+
+def execute_script(call: StepCall) -> StepOutcome:
+    step = call.step
+    assert isinstance(step, ScriptStep)
+    run = call.run
+    ctx = run.step_context(step)
+    name, it = step.name, call.iteration
+    command = run.render(step.command, ctx, step=name, what="command", iteration=it).strip()
+    args = [run.render(a, ctx, step=name, what=f"args[{i}]", iteration=it)
+            for i, a in enumerate(step.args)]
+    cwd = None
+    if step.working_dir:
+        cwd = run.render(step.working_dir, ctx, step=name, what="working_dir", iteration=it)
+        cwd = os.path.expanduser(cwd.strip())
+        if not Path(cwd).is_dir():
+            raise StepError(f"working_dir '{cwd}' does not exist or is not a directory",
+                            step=name, iteration=it)
+    stdin_bytes: bytes | None = None
+    if step.stdin is not None:
+        stdin_bytes = run.render(step.stdin, ctx, step=name, what="stdin",
+                                 iteration=it).encode("utf-8")
+    env = dict(os.environ)
+    env["PYTHONUTF8"] = "1"
+    env.update(step.env)
+    if not command:
+        raise StepError("command rendered to an empty string", step=name, iteration=it)
+    exe = _resolve_command(command, env, cwd)
+    if exe is None:
+        raise StepError(f"command not found: '{command}' (working_dir={cwd or os.getcwd()})",
+                        step=name, iteration=it)
+    timeout = step.timeout
+    remaining = run.remaining()
+    bounded_by_run = False
+    if remaining is not None and (timeout is None or remaining < timeout):
+        timeout, bounded_by_run = max(remaining, 0.001), True
+    argv = [command, *args]
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen([exe, *args], cwd=cwd, env=env,
+                                stdin=subprocess.PIPE if stdin_bytes is not None
+                                else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    except OSError as exc:
+        raise StepError(f"failed to start '{command}': {exc.strerror or exc}", step=name,
+                        iteration=it) from None
+    assert proc.stdout is not None and proc.stderr is not None
+    out_reader = _Reader(proc.stdout, run.options.script_output_cap)
+    err_reader = _Reader(proc.stderr, run.options.script_output_cap)
+    out_reader.start()
+    err_reader.start()
+    try:
+        if stdin_bytes is not None:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(stdin_bytes)
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+        try:
+            exit_code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out_reader.join(2)
+            err_reader.join(2)
+            if bounded_by_run:
+                raise LimitExceeded(f"the run's timeout expired while script '{name}' ran",
+                                    limit="timeout", step=name, iteration=it) from None
+            raise StepError(f"script timed out after {step.timeout}s (the whole process group "
+                            "was killed)", step=name, iteration=it) from None
+    except BaseException:
+        if proc.poll() is None:
+            _kill_group(proc)
+        raise
+    finally:
+        out_reader.join(5)
+        err_reader.join(5)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+    elapsed = time.monotonic() - started
+    stdout, stderr = out_reader.text(), err_reader.text()
+    run.bus.emit(ScriptOutput(step=name, iteration=it, argv=argv, working_dir=cwd,
+                              exit_code=exit_code, stdout=stdout, stderr=stderr,
+                              stdout_truncated=out_reader.truncated,
+                              stderr_truncated=err_reader.truncated, elapsed=elapsed))
+    output: dict[str, Any] = {"stdout": stdout, "stderr": stderr, "exit_code": exit_code}
+    if step.output is None:
+        parsed = _json_object(stdout)
+        if parsed is not None:
+            output.update(parsed)
+        return StepOutcome(output, details={"exit_code": exit_code})
+    return StepOutcome(_strict_output(step, output, stdout, out_reader.truncated, it),
+                       details={"exit_code": exit_code})
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _strict_output(step: ScriptStep, output: dict[str, Any], stdout: str, truncated: bool,
+                   iteration: int) -> dict[str, Any]:
+    stripped = stdout.strip()
+    details = {"stdout": stdout[-2000:], "stderr": output["stderr"][-2000:],
+               "exit_code": output["exit_code"]}
+    try:
+        value = json.loads(stripped)
+    except ValueError as exc:
+        why = "stdout was cut at the size cap" if truncated else str(exc)
+        err = OutputContractError(f"declares an output schema but stdout is not one JSON object "
+                                  f"({why}); exit code {output['exit_code']}. Write logs to "
+                                  "stderr", step=step.name, iteration=iteration, details=details)
+        raise err from None
+    if not isinstance(value, dict):
+        kind = "list" if isinstance(value, list) else type(value).__name__
+        err = OutputContractError(f"declares an output schema but stdout is a JSON {kind}, not "
+                                  "an object", step=step.name, iteration=iteration,
+                                  details=details)
+        raise err
+    output.update(value)
+    try:
+        check_value(step.output or {}, output)
+    except SchemaViolation as exc:
+        err = OutputContractError(f"stdout JSON breaks the output schema: {exc}",
+                                  step=step.name, iteration=iteration, details=details)
+        raise err from None
+    return output
