@@ -91,6 +91,123 @@ def run(
         events)))
 
 
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False)],
+    from_step: Annotated[str | None, typer.Option(
+        "--from", help="Run again from this step (its latest execution), keeping the history.")
+    ] = None,
+    allow_changed: Annotated[bool, typer.Option(
+        "--allow-changed", help="Resume even though the workflow file changed.")] = False,
+    skip_gates: Annotated[bool | None, typer.Option(
+        "--skip-gates/--no-skip-gates", help="Override the run's --skip-gates setting.")] = None,
+    responses: Annotated[Path | None, typer.Option(
+        "--responses", help="Scripted answers (default: the ones the run started with).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    provider: Annotated[str | None, typer.Option("--provider", "-p")] = None,
+    events: Annotated[Path | None, typer.Option(
+        "--events", help="Also append the JSONL event log to this file.")] = None,
+) -> None:
+    """Continue a stored run from its last committed step (same run id, one history)."""
+    from podium.cli.resume_cmd import ResumeRequest, resume_command
+
+    raise typer.Exit(resume_command(ResumeRequest(
+        run_id, from_step, allow_changed, skip_gates, responses,
+        0 if quiet else (2 if verbose else 1), json_out, provider, events)))
+
+
+@app.command()
+def runs(
+    status: Annotated[str | None, typer.Option("--status", help="Only runs with this status.")
+                      ] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", "-w",
+                                                 help="Only runs of this workflow.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 30,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """List recent runs, newest first (id, workflow, status, step, age, tokens, cost)."""
+    from podium.cli.runs_cmd import runs_command
+
+    raise typer.Exit(runs_command(status, workflow, limit, output_format))
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False)],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """Show a run: the path taken, each step's output, cost per agent, the output or error."""
+    from podium.cli.runs_cmd import show_command
+
+    raise typer.Exit(show_command(run_id, output_format))
+
+
+@app.command()
+def events(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False)],
+    after: Annotated[int, typer.Option("--after", help="Only events after this seq.")] = 0,
+) -> None:
+    """Print a run's events as JSONL (one JSON object per line)."""
+    from podium.cli.runs_cmd import events_command
+
+    raise typer.Exit(events_command(run_id, after))
+
+
+@app.command()
+def stop(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False)],
+    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the stop.")] = 15.0,
+) -> None:
+    """Stop a running run gracefully (it keeps its checkpoint and stays resumable)."""
+    from podium.cli.runs_cmd import stop_command
+
+    raise typer.Exit(stop_command(run_id, wait))
+
+
+gate_app = typer.Typer(help="Human gates waiting for an answer.", no_args_is_help=True,
+                       rich_markup_mode=None)
+app.add_typer(gate_app, name="gate")
+
+
+@gate_app.command("list")
+def gate_list(
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """List the gates (and iteration-limit decisions) that wait for a person."""
+    from podium.cli.runs_cmd import gate_list_command
+
+    raise typer.Exit(gate_list_command(output_format))
+
+
+@gate_app.command("answer")
+def gate_answer(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False)],
+    value: Annotated[str, typer.Argument(
+        help="The option's value (or label, or number); for an iteration limit, how many "
+        "more iterations.", show_default=False)],
+    text: Annotated[str | None, typer.Option(
+        "--text", help="Free text for an option that asks for it (prompt_for).")] = None,
+    no_resume: Annotated[bool, typer.Option(
+        "--no-resume", help="Only record the answer; resume later with podium resume.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Answer a parked gate and resume its run."""
+    from podium.cli.resume_cmd import ResumeRequest, gate_answer_command
+
+    req = ResumeRequest(run_id, verbosity=0 if quiet else (2 if verbose else 1),
+                        json_out=json_out)
+    raise typer.Exit(gate_answer_command(run_id, value, text, not no_resume, req))
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

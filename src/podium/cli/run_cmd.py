@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.cli import exitcodes
-from podium.errors import UsageError
+from podium.errors import PodiumError, UsageError
 from podium.spec.diagnostics import did_you_mean
 from podium.spec.model import InputDef, WorkflowFile
 
@@ -127,30 +127,54 @@ def _read_input_file(path: Path) -> dict[str, Any]:
     return dict(doc.data)
 
 
-def run_command(req: RunRequest) -> int:
+def load_valid(path: Path) -> tuple[WorkflowFile | None, int]:
+    """Validate a workflow for running: diagnostics on stderr; (model, 0) or (None, exit code)."""
     from podium.check.validate import validate_file
     from podium.spec.source import FileUnreadable
 
     try:
-        result = validate_file(req.file)
+        result = validate_file(path)
     except FileUnreadable as exc:
-        sys.stderr.write(f"podium run: {exc}\n")
-        return exitcodes.FILE_ERROR
+        sys.stderr.write(f"podium: {exc}\n")
+        return None, exitcodes.FILE_ERROR
     for d in result.sink.sorted():
         sys.stderr.write(d.format() + "\n")
     if result.sink.errors or result.model is None:
-        sys.stderr.write(f"podium run: {result.shown} is invalid; nothing was run\n")
-        return exitcodes.INVALID
-    wf = result.model
+        sys.stderr.write(f"podium: {result.shown} is invalid; nothing was run\n")
+        return None, exitcodes.INVALID
+    return result.model, exitcodes.OK
+
+
+def run_command(req: RunRequest) -> int:
+    from podium.cli.launch import LaunchOptions, launch, make_engine, open_store
+    from podium.engine.run import file_hash
+    from podium.store.base import RunRecord
+
+    wf, code = load_valid(req.file)
+    if wf is None:
+        return code
+    opts = LaunchOptions(req.skip_gates, req.responses, req.verbosity, req.provider, req.events,
+                         req.json_out)
     try:
         inputs = parse_inputs(wf, req.inputs, req.input_file)
-        engine = build_engine(wf, req, inputs)
-    except UsageError as exc:
+        store = open_store()
+    except PodiumError as exc:
         sys.stderr.write(f"podium run: {exc}\n")
-        return exitcodes.INVALID
-    outcome = engine.run()
-    _report(engine, outcome, req)
-    return outcome.exit_code
+        return exc.exit_code
+    try:
+        try:
+            engine = make_engine(wf, req.file, inputs, opts, store)
+        except UsageError as exc:
+            sys.stderr.write(f"podium run: {exc}\n")
+            return exitcodes.INVALID
+        store.create_run(RunRecord(
+            engine.run_id, wf.workflow.name, str(req.file.resolve()), file_hash(req.file),
+            inputs, options={"responses": str(req.responses.resolve()) if req.responses
+                             else None, "skip_gates": req.skip_gates,
+                             "provider": req.provider}))
+        return launch(engine, store, opts)
+    finally:
+        store.close()
 
 
 def build_engine(wf: WorkflowFile, req: RunRequest, inputs: dict[str, Any]) -> Any:

@@ -70,13 +70,15 @@ def _summary(files: list[Path], reports: list[dict[str, Any]], errors: int, warn
              strict: bool) -> None:
     if len(reports) == 1 and reports[0].get("readable") is False:
         return
+    if len(reports) == 1 and errors == 1 and not warnings:
+        return  # the one error line is the whole verdict (bad input gets exactly one line)
     parts = []
     if errors:
         parts.append(f"{errors} error{'s' if errors != 1 else ''}")
     if warnings:
         parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
     checked = sum(1 for r in reports if r.get("readable"))
-    where = reports[0]["file"] if len(files) == 1 else f"{checked} files"
+    where = reports[0]["file"] if len(files) == 1 else f"{checked} file{'s' if checked != 1 else ''}"
     if not parts:
         sys.stdout.write(f"{where}: valid\n")
     else:

@@ -36,7 +36,7 @@ from podium.events.model import (
     StepFinished,
     StepStarted,
 )
-from podium.gates.base import GateAnswerer, GateRequest
+from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.providers.base import ProviderRegistry
 from podium.spec.model import END, Route, StepBase, WorkflowFile
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
@@ -99,6 +99,7 @@ class Engine:
                                     ContextBuilder(info, groups), self.state, self.bus,
                                     self.clock, providers, answerer, self.options, self.run_id)
         self.checkpointer: Checkpointer | None = None
+        self.parker: Callable[[GateRequest], None] | None = None
         self.usage_by_step: dict[str, Usage] = {}
         self.spent_usd = 0.0
         self.unpriced_spend = False
@@ -108,6 +109,12 @@ class Engine:
         self.executors: dict[str, Callable[[StepCall], StepOutcome]] | None = None
 
     # ----------------------------------------------------------------- public
+
+    def restore_usage(self, usage: dict[str, Usage]) -> None:
+        """Carry a resumed run's spending over: its budget keeps counting what was spent."""
+        self.usage_by_step = dict(usage)
+        self.spent_usd = sum(u.cost_usd or 0.0 for u in usage.values())
+        self.unpriced_spend = any(not u.priced for u in usage.values())
 
     def run(self, start: str | None = None) -> RunResult:
         """Run from the entry point (or `start`) to a terminal, a limit or an error."""
@@ -157,6 +164,14 @@ class Engine:
                 node = nxt
         except KeyboardInterrupt:
             return self._fail(Interrupted("interrupted", step=self.current))
+        except GateUnanswerable as exc:
+            if self.parker is None:
+                if exc.request.kind == "iteration_limit":
+                    return self._fail(LimitExceeded(
+                        f"the run reached max_iterations ({self.state.max_iterations}) and "
+                        "nobody can grant more here", limit="iterations", step=exc.step))
+                return self._fail(exc)
+            return self._park(exc.request)
         except RunError as exc:
             return self._fail(exc)
 
@@ -173,6 +188,8 @@ class Engine:
                 raise RunError(f"'{step.type}' steps are not supported yet", step=step.name,
                                iteration=iteration)
             outcome = executor(StepCall(step, iteration, self.services))
+        except GateUnanswerable:
+            raise  # not a failure: the run parks (or fails) in the loop
         except RunError as exc:
             if exc.step is None:
                 exc.step = step.name
@@ -253,6 +270,11 @@ class Engine:
         answer = self.services.answerer.answer(GateRequest(
             self.run_id, node, 0, prompt, (), "iteration_limit", state.run_iteration,
             state.max_iterations, tuple(recent)))
+        if answer is None and self.parker is not None:
+            raise GateUnanswerable("the run reached max_iterations and needs a person to grant "
+                                   "more", GateRequest(self.run_id, node, 0, prompt, (),
+                                                       "iteration_limit", state.run_iteration,
+                                                       state.max_iterations, tuple(recent)))
         granted = 0
         by = "nobody"
         if answer is not None:
@@ -379,6 +401,21 @@ class Engine:
         return RunResult(self.run_id, status, code, output, terminal, reason, error,
                          [r.step for r in self.state.records], elapsed,
                          self.state.run_iteration, dict(self.usage_by_step))
+
+    def _park(self, request: GateRequest) -> RunResult:
+        assert self.parker is not None
+        self.parker(request)
+        what = ("grant more iterations" if request.kind == "iteration_limit"
+                else f"answer gate '{request.step}'")
+        message = (f"waiting for a person to {what}: podium gate answer {self.run_id} VALUE")
+        elapsed = self.clock.monotonic() - self._started
+        self.bus.emit(RunFinished(status="waiting", step=request.step, message=message,
+                                  elapsed=elapsed, iterations=self.state.run_iteration,
+                                  exit_code=5))
+        result = RunResult(self.run_id, "waiting", 5, None, None, message, None,
+                           [r.step for r in self.state.records], elapsed,
+                           self.state.run_iteration, dict(self.usage_by_step))
+        return result
 
     def _fail(self, exc: RunError) -> RunResult:
         exc.run_id = self.run_id

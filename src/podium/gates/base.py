@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from podium.errors import RunError
 from podium.spec.model import GateOption
 
 
@@ -28,6 +29,14 @@ class GateAnswer:
     value: str
     additional_input: dict[str, str] = field(default_factory=dict)
     answered_by: str = "terminal"
+
+
+class GateUnanswerable(RunError):
+    """Nobody can answer this decision here: the run parks (with a store) or fails."""
+
+    def __init__(self, message: str, request: GateRequest) -> None:
+        super().__init__(message, step=request.step, iteration=request.iteration or None)
+        self.request = request
 
 
 class GateAnswerer(Protocol):

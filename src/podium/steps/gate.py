@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from podium.errors import RunError
 from podium.events.model import GateAnswered, GateOpened
-from podium.gates.base import GateRequest
+from podium.gates.base import GateRequest, GateUnanswerable
 from podium.spec.model import HumanGateStep
 from podium.steps.base import StepCall, StepOutcome
-
-
-class GateUnanswerable(RunError):
-    """Nobody can answer this gate here (no terminal, no scripted answer, no --skip-gates)."""
 
 
 def execute_gate(call: StepCall) -> StepOutcome:
@@ -27,8 +23,7 @@ def execute_gate(call: StepCall) -> StepOutcome:
     if answer is None:
         raise GateUnanswerable(
             "this human gate needs a person, but nobody can answer here (no terminal, no "
-            "scripted answer); use --skip-gates to take the first option", step=step.name,
-            iteration=call.iteration)
+            "scripted answer); use --skip-gates to take the first option", request)
     index, option = next(((i, o) for i, o in enumerate(step.options) if o.value == answer.value),
                          (-1, None))
     if option is None:

@@ -1,0 +1,248 @@
+"""`podium runs`, `show`, `events`, `stop` and `gate list`: reading and steering stored runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from podium.cli import exitcodes
+from podium.errors import PodiumError
+from podium.store.base import RunRecord
+
+
+def _age(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def _cost(r: RunRecord) -> str:
+    if r.cost_partial:
+        return f"~${r.cost_usd:.4f}"
+    return f"${r.cost_usd:.4f}"
+
+
+def _guard(fn: Any) -> int:
+    try:
+        code: int = fn()
+        return code
+    except PodiumError as exc:
+        sys.stderr.write(f"podium: {exc}\n")
+        return exc.exit_code
+
+
+def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str) -> int:
+    from podium.cli.launch import open_store
+
+    def body() -> int:
+        store = open_store()
+        try:
+            rows = store.list_runs(status=status, workflow=workflow, limit=limit)
+        finally:
+            store.close()
+        if fmt == "json":
+            out = [{"id": r.id, "workflow": r.workflow_name, "workflow_path": r.workflow_path,
+                    "status": r.status, "current_step": r.current_step,
+                    "created_at": r.created_at, "updated_at": r.updated_at,
+                    "finished_at": r.finished_at, "iterations": r.iterations,
+                    "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+                    "cost_usd": round(r.cost_usd, 6), "cost_partial": r.cost_partial,
+                    "exit_code": r.exit_code, "terminal": r.terminal,
+                    "parent_run_id": r.parent_run_id, "forked_from": r.forked_from}
+                   for r in rows]
+            sys.stdout.write(json.dumps(out, indent=2) + "\n")
+            return exitcodes.OK
+        if not rows:
+            sys.stdout.write("no runs yet\n")
+            return exitcodes.OK
+        now = time.time()
+        header = ("ID", "WORKFLOW", "STATUS", "STEP", "AGE", "TOKENS", "COST")
+        table = [header]
+        for r in rows:
+            mark = " ▲" if r.status == "waiting" else ""
+            table.append((r.id, r.workflow_name, r.status + mark, r.current_step or "-",
+                          _age(now - r.created_at), str(r.input_tokens + r.output_tokens),
+                          _cost(r)))
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                             .rstrip() + "\n")
+        return exitcodes.OK
+
+    return _guard(body)
+
+
+def show_command(run_id: str, fmt: str) -> int:
+    from podium.cli.launch import open_store
+    from podium.store.restore import fold_events
+
+    def body() -> int:
+        store = open_store()
+        try:
+            run = store.find_run(run_id)
+            events = store.events(run.id)
+            gates = store.gates(run_id=run.id, status="open")
+        finally:
+            store.close()
+        state = fold_events(events)
+        per_step: dict[str, dict[str, Any]] = {}
+        for e in events:
+            if e["type"] == "step_finished" and (e.get("input_tokens") or e.get("output_tokens")):
+                row = per_step.setdefault(e["step"], {"model": e.get("model"), "input_tokens": 0,
+                                                      "output_tokens": 0, "cost_usd": 0.0,
+                                                      "priced": True})
+                row["input_tokens"] += e.get("input_tokens", 0)
+                row["output_tokens"] += e.get("output_tokens", 0)
+                if e.get("cost_usd") is None:
+                    row["priced"] = False
+                else:
+                    row["cost_usd"] += e["cost_usd"]
+        if fmt == "json":
+            sys.stdout.write(json.dumps({
+                "run": run.to_json(),
+                "steps": [{"step": r.step, "type": r.step_type, "iteration": r.iteration,
+                           "output": r.output, "route_to": r.route_to, "elapsed": r.elapsed}
+                          for r in state.records],
+                "cost_per_agent": per_step,
+                "open_gates": [g.__dict__ for g in gates],
+            }, indent=2, default=str) + "\n")
+            return exitcodes.OK
+        w = sys.stdout.write
+        w(f"run {run.id} · {run.workflow_name} · {run.status}\n")
+        w(f"workflow: {run.workflow_path}\n")
+        w(f"inputs: {json.dumps(run.inputs, ensure_ascii=False)}\n")
+        if run.parent_run_id:
+            w(f"parent run: {run.parent_run_id}\n")
+        if run.forked_from:
+            w(f"forked from: {run.forked_from}\n")
+        w(f"steps ({len(state.records)}):\n")
+        for i, r in enumerate(state.records, 1):
+            out = json.dumps(r.output, ensure_ascii=False, default=str)
+            if len(out) > 300:
+                out = out[:297] + "..."
+            w(f"  {i:>3}. {r.step} ({r.step_type}, #{r.iteration}, {r.elapsed:.2f}s)"
+              f" → {r.route_to or '-'}\n       {out}\n")
+        if per_step:
+            w("cost per agent:\n")
+            for step, row in per_step.items():
+                cost = f"${row['cost_usd']:.4f}" if row["priced"] else "unpriced"
+                w(f"  {step}: {cost} · {row['model']} · {row['input_tokens']} in / "
+                  f"{row['output_tokens']} out\n")
+            w(f"total: {_cost(run)}" + (" (partial: some models are unpriced)"
+                                        if run.cost_partial else "") + "\n")
+        for g in gates:
+            w(f"waiting at gate '{g.step}' ({g.kind}): podium gate answer {run.id} VALUE\n")
+        if run.output is not None:
+            w("output: " + json.dumps(run.output, indent=2, ensure_ascii=False) + "\n")
+        if run.error:
+            w(f"error: {run.error}\n")
+        return exitcodes.OK
+
+    return _guard(body)
+
+
+def events_command(run_id: str, after: int) -> int:
+    from podium.cli.launch import open_store
+
+    def body() -> int:
+        store = open_store()
+        try:
+            run = store.find_run(run_id)
+            for e in store.events(run.id, after):
+                sys.stdout.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+        finally:
+            store.close()
+        return exitcodes.OK
+
+    return _guard(body)
+
+
+def _ancestors() -> set[int]:
+    out = set()
+    pid = os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                text = fh.read()
+            pid = int(text[text.rfind(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def stop_command(run_id: str, wait: float) -> int:
+    from podium.cli.launch import open_store, process_start
+
+    def body() -> int:
+        store = open_store()
+        try:
+            run = store.find_run(run_id)
+            if run.status != "running":
+                sys.stdout.write(f"run {run.id} is not running (status: {run.status})\n")
+                return exitcodes.OK
+            pid = run.pid
+            if pid is None or process_start(pid) is None or process_start(pid) != run.pid_start:
+                sys.stdout.write(f"run {run.id} has no live process (it was killed?); it stays "
+                                 f"resumable: podium resume {run.id}\n")
+                store.update_run(run.id, status="interrupted")
+                return exitcodes.OK
+            if pid in _ancestors():
+                sys.stderr.write(f"podium stop: run {run.id} is this very process (pid {pid}); "
+                                 "not stopping it\n")
+                return exitcodes.INVALID
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if store.get_run(run.id).status != "running":
+                    break
+                if process_start(pid) != run.pid_start:
+                    break
+                time.sleep(0.05)
+            final = store.get_run(run.id).status
+        finally:
+            store.close()
+        sys.stdout.write(f"run {run.id} stopped (status: {final}); resume it with "
+                         f"podium resume {run.id}\n")
+        return exitcodes.OK if final != "running" else exitcodes.RUNTIME_ERROR
+
+    return _guard(body)
+
+
+def gate_list_command(fmt: str) -> int:
+    from podium.cli.launch import open_store
+
+    def body() -> int:
+        store = open_store()
+        try:
+            gates = store.gates(status="open")
+            runs = {g.run_id: store.get_run(g.run_id) for g in gates}
+        finally:
+            store.close()
+        if fmt == "json":
+            sys.stdout.write(json.dumps([dict(g.__dict__, workflow=runs[g.run_id].workflow_name)
+                                         for g in gates], indent=2, default=str) + "\n")
+            return exitcodes.OK
+        if not gates:
+            sys.stdout.write("no gates are waiting\n")
+            return exitcodes.OK
+        now = time.time()
+        for g in gates:
+            values = ", ".join(str(o.get("value")) for o in g.options) or "a number of iterations"
+            first = g.prompt.strip().splitlines()[0] if g.prompt.strip() else ""
+            sys.stdout.write(f"{g.run_id}  {runs[g.run_id].workflow_name}  {g.step}  "
+                             f"({g.kind}, waiting {_age(now - g.created_at)})\n"
+                             f"    {first[:100]}\n    answer with: podium gate answer "
+                             f"{g.run_id} <{values}>\n")
+        return exitcodes.OK
+
+    return _guard(body)

@@ -1,0 +1,22 @@
+"""Answers that people gave to parked gates, read back from the run store on resume."""
+
+from __future__ import annotations
+
+from podium.gates.base import GateAnswer, GateRequest
+from podium.store.base import RunStore
+
+
+class StoreAnswerer:
+    """Returns the recorded answer of a parked gate of this run, once."""
+
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def answer(self, request: GateRequest) -> GateAnswer | None:
+        for gate in self.store.gates(run_id=self.run_id, status="answered"):
+            if gate.step == request.step and gate.kind == request.kind and gate.answer is not None:
+                self.store.consume_gate(gate.id)
+                return GateAnswer(gate.answer, dict(gate.additional_input),
+                                  gate.answered_by or "store")
+        return None

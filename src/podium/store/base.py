@@ -1,0 +1,122 @@
+"""The RunStore port: runs, their events, checkpoints and gates, whatever the database.
+
+A store is also an event sink and the engine's checkpointer: events of a step in flight are
+written in one transaction with the checkpoint that completes the step, so the store never
+says a step completed unless the state after it is committed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from podium.errors import PodiumError
+from podium.events.model import Event
+
+
+class StoreError(PodiumError):
+    """The run store cannot be used (corrupt, unreadable, newer schema)."""
+
+    exit_code = 3
+
+
+class RunNotFound(PodiumError):
+    exit_code = 2
+
+
+@dataclass
+class RunRecord:
+    """One run as the store keeps it."""
+
+    id: str
+    workflow_name: str
+    workflow_path: str
+    workflow_hash: str
+    inputs: dict[str, Any]
+    status: str = "running"
+    current_step: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    finished_at: float | None = None
+    iterations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_partial: bool = False
+    exit_code: int | None = None
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    terminal: str | None = None
+    reason: str | None = None
+    parent_run_id: str | None = None
+    forked_from: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None
+    last_seq: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Checkpoint:
+    run_id: str
+    seq: int
+    step: str | None
+    next_step: str | None
+    state: dict[str, Any]
+    created_at: float
+
+
+@dataclass
+class GateRecord:
+    id: int
+    run_id: str
+    step: str
+    kind: str
+    prompt: str
+    options: list[dict[str, Any]]
+    status: str  # open | answered | consumed
+    created_at: float
+    answer: str | None = None
+    additional_input: dict[str, str] = field(default_factory=dict)
+    answered_by: str | None = None
+    answered_at: float | None = None
+
+
+class RunStore(Protocol):
+    """What podium needs from a run store; tests/store_conformance.py pins the behaviour."""
+
+    def create_run(self, record: RunRecord) -> None: ...
+
+    def get_run(self, run_id: str) -> RunRecord: ...
+
+    def find_run(self, prefix: str) -> RunRecord: ...
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None,
+                  limit: int = 50, parent: str | None = None) -> list[RunRecord]: ...
+
+    def update_run(self, run_id: str, **fields: Any) -> None: ...
+
+    def append_event(self, event: Event) -> None: ...
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]: ...
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+
+    def latest_checkpoint(self, run_id: str) -> Checkpoint | None: ...
+
+    def open_gate(self, gate: GateRecord) -> int: ...
+
+    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
+                    answered_by: str) -> None: ...
+
+    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
+        ...
+
+    def consume_gate(self, gate_id: int) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def close(self) -> None: ...

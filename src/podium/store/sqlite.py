@@ -1,0 +1,399 @@
+"""The SQLite run store: one file under PODIUM_HOME, WAL journal, versioned migrations.
+
+Events are written as they happen; the events that complete a step (step_finished,
+route_taken) wait in the open transaction for the checkpoint that follows them, so a step is
+committed together with the state after it, or not at all. A file that is not a valid
+database is reported and never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from podium.events.model import Checkpointed, Event
+from podium.store.base import (
+    Checkpoint,
+    GateRecord,
+    RunNotFound,
+    RunRecord,
+    StoreError,
+)
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: list[str] = [
+    # 1: runs, events, checkpoints, gates
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        workflow_name TEXT NOT NULL,
+        workflow_path TEXT NOT NULL,
+        workflow_hash TEXT NOT NULL,
+        inputs TEXT NOT NULL,
+        status TEXT NOT NULL,
+        current_step TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        finished_at REAL,
+        iterations INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        cost_partial INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        output TEXT,
+        error TEXT,
+        terminal TEXT,
+        reason TEXT,
+        parent_run_id TEXT,
+        forked_from TEXT,
+        pid INTEGER,
+        pid_start TEXT,
+        last_seq INTEGER NOT NULL DEFAULT 0,
+        options TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX runs_by_created ON runs(created_at);
+    CREATE INDEX runs_by_parent ON runs(parent_run_id);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        ts REAL NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE checkpoints (
+        run_id TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        step TEXT,
+        next_step TEXT,
+        state TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE gates (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        step TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        options TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        answer TEXT,
+        additional_input TEXT NOT NULL DEFAULT '{}',
+        answered_by TEXT,
+        answered_at REAL
+    );
+    CREATE INDEX gates_by_status ON gates(status, run_id);
+    """,
+]
+
+# Events that complete a step wait for the checkpoint's commit.
+_DEFERRED = frozenset({"step_finished", "route_taken"})
+_JSON_COLUMNS = frozenset({"inputs", "output", "options"})
+_RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+class SQLiteStore:
+    """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._in_tx = False
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the run store folder {path.parent}: {exc}") from None
+        self._check_header()
+        try:
+            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                                      timeout=10.0)
+            self.db.execute("PRAGMA busy_timeout=10000")
+            mode = self.db.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None:
+                raise sqlite3.DatabaseError("cannot set the journal mode")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from None
+
+    # ------------------------------------------------------------------ opening
+
+    def _check_header(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
+        if head and head != b"SQLite format 3\x00":
+            raise StoreError(f"the run store {self.path} is not a SQLite database (corrupted?). "
+                             "It was left untouched: move it aside to start a new store, or "
+                             "set PODIUM_HOME to another folder")
+
+    def _corrupt(self, exc: Exception) -> StoreError:
+        return StoreError(f"the run store {self.path} cannot be used: {exc}. It was left "
+                          "untouched: move it aside to start a new store, or set PODIUM_HOME "
+                          "to another folder")
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the run store {self.path} was written by a newer podium "
+                             f"(schema {version}, this podium knows {SCHEMA_VERSION})")
+        if version == SCHEMA_VERSION:
+            self.db.execute("SELECT count(*) FROM runs").fetchone()
+            return
+        for number in range(version, SCHEMA_VERSION):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version={number + 1}")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    # ------------------------------------------------------------------ transactions
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self.db.execute("BEGIN")
+            self._in_tx = True
+
+    def commit(self) -> None:
+        with self._lock:
+            if self._in_tx:
+                self.db.execute("COMMIT")
+                self._in_tx = False
+
+    def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
+        try:
+            return self.db.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from None
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            try:
+                cur = self.db.execute(sql, params)
+                cols = [d[0] for d in cur.description]
+                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+            except sqlite3.DatabaseError as exc:
+                raise self._corrupt(exc) from None
+
+    # ------------------------------------------------------------------ runs
+
+    def create_run(self, record: RunRecord) -> None:
+        now = time.time()
+        record.created_at = record.created_at or now
+        record.updated_at = now
+        values = [(_dumps(getattr(record, c)) if c in _JSON_COLUMNS else getattr(record, c))
+                  for c in _RUN_COLUMNS]
+        with self._lock:
+            self._write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+                        f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
+
+    def _record(self, row: dict[str, Any]) -> RunRecord:
+        data = dict(row)
+        for c in _JSON_COLUMNS:
+            if data.get(c) is not None:
+                data[c] = json.loads(data[c])
+        data["cost_partial"] = bool(data["cost_partial"])
+        return RunRecord(**data)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run '{run_id}' in the store ({self.path})")
+        return self._record(rows[0])
+
+    def find_run(self, prefix: str) -> RunRecord:
+        rows = self._read("SELECT * FROM runs WHERE id = ? OR id LIKE ? ORDER BY created_at DESC",
+                          (prefix, prefix.replace("%", "") + "%"))
+        exact = [r for r in rows if r["id"] == prefix]
+        if exact:
+            return self._record(exact[0])
+        if not rows:
+            raise RunNotFound(f"no run '{prefix}' in the store ({self.path}); "
+                              "`podium runs` lists them")
+        if len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows[:5])
+            raise RunNotFound(f"'{prefix}' matches several runs ({ids}); give more of the id")
+        return self._record(rows[0])
+
+    def list_runs(self, *, status: str | None = None, workflow: str | None = None,
+                  limit: int = 50, parent: str | None = None) -> list[RunRecord]:
+        where, params = [], []
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        if workflow:
+            where.append("(workflow_name = ? OR workflow_path LIKE ?)")
+            params += [workflow, f"%{workflow}%"]
+        if parent:
+            where.append("parent_run_id = ?")
+            params.append(parent)
+        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        params.append(limit)
+        return [self._record(r) for r in self._read(sql, tuple(params))]
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        fields["updated_at"] = time.time()
+        cols = [c for c in fields if c in _RUN_COLUMNS]
+        values = [(_dumps(fields[c]) if c in _JSON_COLUMNS and fields[c] is not None
+                   else (int(fields[c]) if isinstance(fields[c], bool) else fields[c]))
+                  for c in cols]
+        with self._lock:
+            self._write(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                        [*values, run_id])
+
+    # ------------------------------------------------------------------ events (a Sink)
+
+    def append_event(self, event: Event) -> None:
+        with self._lock:
+            self._begin()
+            self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
+                        (event.run_id, event.seq, event.type, event.ts,
+                         event.model_dump_json(exclude_none=True)))
+            self._summarise(event)
+            if event.type not in _DEFERRED:
+                self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
+                            (event.seq, event.ts, event.run_id))
+                self.db.execute("COMMIT")
+                self._in_tx = False
+
+    def _summarise(self, event: Event) -> None:
+        t = event.type
+        d: Any = event
+        if t == "step_started":
+            self._write("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
+                        (d.step, event.run_id))
+        elif t == "step_finished":
+            self._write("UPDATE runs SET iterations = iterations + 1, "
+                        "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                        "cost_usd = cost_usd + ?, cost_partial = cost_partial OR ? WHERE id = ?",
+                        (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
+                         int(not d.priced), event.run_id))
+        elif t == "run_started":
+            self._write("UPDATE runs SET status = 'running' WHERE id = ?", (event.run_id,))
+        elif t == "run_finished":
+            self._write("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
+                        "terminal = ?, reason = ?, finished_at = ?, current_step = ? "
+                        "WHERE id = ?",
+                        (d.status, d.exit_code, _dumps(d.output) if d.output is not None
+                         else None, d.message, d.terminal, d.reason,
+                         None if d.status == "waiting" else event.ts,
+                         d.step if d.status in ("waiting", "error", "limit", "interrupted")
+                         else d.terminal, event.run_id))
+
+    def handle(self, event: Event) -> None:
+        self.append_event(event)
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        rows = self._read("SELECT body FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+                          (run_id, after_seq))
+        return [json.loads(r["body"]) for r in rows]
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self._begin()
+            self._write("INSERT INTO checkpoints (run_id, seq, step, next_step, state, created_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                        "seq = excluded.seq, step = excluded.step, next_step = excluded.next_step, "
+                        "state = excluded.state, created_at = excluded.created_at",
+                        (checkpoint.run_id, checkpoint.seq, checkpoint.step,
+                         checkpoint.next_step, _dumps(checkpoint.state), checkpoint.created_at))
+
+    def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
+        rows = self._read("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"],
+                          json.loads(r["state"]), r["created_at"])
+
+    def committed(self, engine: Any, next_node: str | None) -> None:
+        """The engine's Checkpointer hook: commit the state after a completed step."""
+        state = engine.state.to_json()
+        state.pop("records", None)
+        last = engine.state.records[-1].step if engine.state.records else None
+        self.save_checkpoint(Checkpoint(engine.run_id, engine.bus.seq + 1, last, next_node,
+                                        state, time.time()))
+        engine.bus.emit(Checkpointed(step=last, next_step=next_node,
+                                     run_iteration=engine.state.run_iteration))
+
+    # ------------------------------------------------------------------ gates
+
+    def open_gate(self, gate: GateRecord) -> int:
+        with self._lock:
+            cur = self._write(
+                "INSERT INTO gates (run_id, step, kind, prompt, options, status, created_at) "
+                "VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                (gate.run_id, gate.step, gate.kind, gate.prompt, _dumps(gate.options),
+                 gate.created_at or time.time()))
+            return int(cur.lastrowid or 0)
+
+    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
+                    answered_by: str) -> None:
+        with self._lock:
+            cur = self._write("UPDATE gates SET status = 'answered', answer = ?, "
+                              "additional_input = ?, answered_by = ?, answered_at = ? "
+                              "WHERE id = ? AND status = 'open'",
+                              (answer, _dumps(additional_input), answered_by, time.time(),
+                               gate_id))
+            if cur.rowcount != 1:
+                raise StoreError(f"gate {gate_id} is not open (already answered?)")
+
+    def consume_gate(self, gate_id: int) -> None:
+        with self._lock:
+            self._write("UPDATE gates SET status = 'consumed' WHERE id = ?", (gate_id,))
+
+    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
+        where, params = [], []
+        if run_id:
+            where.append("run_id = ?")
+            params.append(run_id)
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        sql = "SELECT * FROM gates" + (f" WHERE {' AND '.join(where)}" if where else "")
+        rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
+        out = []
+        for r in rows:
+            r["options"] = json.loads(r["options"])
+            r["additional_input"] = json.loads(r["additional_input"] or "{}")
+            out.append(GateRecord(**r))
+        return out
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        with self._lock:
+            if self._in_tx:
+                self.db.execute("COMMIT")
+                self._in_tx = False
+            self.db.close()
+
+
+def default_store_path(home: Path) -> Path:
+    return home / "podium.db"
