@@ -170,6 +170,25 @@ def stop(
     raise typer.Exit(stop_command(run_id, wait))
 
 
+@app.command("test")
+def test_cmd(
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Test files (*.test.yaml) or folders to search; default: the current folder.",
+        show_default=False)] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    select: Annotated[str | None, typer.Option(
+        "-k", help="Only tests whose name contains this text.")] = None,
+) -> None:
+    """Run workflow tests: scripted answers in, expected path, terminal and output out.
+
+    Reports route coverage at the end. Exit codes: 0 all passed, 1 a test failed, 2 a test
+    file or workflow is invalid.
+    """
+    from podium.testing.runner import test_command
+
+    raise typer.Exit(test_command(paths or [Path(".")], output_format, select))
+
+
 gate_app = typer.Typer(help="Human gates waiting for an answer.", no_args_is_help=True,
                        rich_markup_mode=None)
 app.add_typer(gate_app, name="gate")

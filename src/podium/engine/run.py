@@ -106,7 +106,10 @@ class Engine:
         self._budget_reported = 0.0
         self.current: str | None = None
         self._started = 0.0
-        self.executors: dict[str, Callable[[StepCall], StepOutcome]] | None = None
+        from podium.steps.registry import EXECUTORS
+
+        # Executors by step type; tests may replace one (e.g. stub scripts) before run().
+        self.executors: dict[str, Callable[[StepCall], StepOutcome]] = dict(EXECUTORS)
 
     # ----------------------------------------------------------------- public
 
@@ -118,9 +121,6 @@ class Engine:
 
     def run(self, start: str | None = None) -> RunResult:
         """Run from the entry point (or `start`) to a terminal, a limit or an error."""
-        from podium.steps.registry import EXECUTORS
-
-        self.executors = dict(EXECUTORS)
         wf = self.workflow.workflow
         self._started = self.clock.monotonic()
         if wf.limits.timeout_seconds:
@@ -181,7 +181,6 @@ class Engine:
         self.bus.emit(StepStarted(step=step.name, step_type=step.type, iteration=iteration,
                                   run_iteration=state.run_iteration + 1))
         started = self.clock.monotonic()
-        assert self.executors is not None
         executor = self.executors.get(step.type)
         try:
             if executor is None:

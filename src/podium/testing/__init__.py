@@ -1,0 +1,1 @@
+"""Workflow tests: YAML files of scripted answers and expectations, with route coverage."""
