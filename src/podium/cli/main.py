@@ -170,6 +170,18 @@ def stop(
     raise typer.Exit(stop_command(run_id, wait))
 
 
+@app.command()
+def graph(
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False)],
+    output_format: Annotated[str, typer.Option("--format", "-f",
+                                               help="mermaid or dot.")] = "mermaid",
+) -> None:
+    """Draw the route graph: steps, routes with conditions, gate options, terminals."""
+    from podium.cli.graph_cmd import graph_command
+
+    raise typer.Exit(graph_command(file, output_format))
+
+
 @app.command("test")
 def test_cmd(
     paths: Annotated[list[Path] | None, typer.Argument(
