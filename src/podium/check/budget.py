@@ -194,11 +194,10 @@ def find_counter(step: SetStep, engine: TemplateEngine) -> Counter | None:
     if len(exprs) != 1 or not isinstance(exprs[0], (nodes.Add, nodes.Sub)):
         return None
     expr = exprs[0]
-    for prev, const, sign in ((expr.left, expr.right, 1.0), (expr.right, expr.left, 1.0)):
-        if isinstance(expr, nodes.Sub):
-            if prev is not expr.left:
-                continue
-            sign = -1.0
+    # `previous + c` or `c + previous`; for subtraction only `previous - c`
+    shapes = ([(expr.left, expr.right, -1.0)] if isinstance(expr, nodes.Sub)
+              else [(expr.left, expr.right, 1.0), (expr.right, expr.left, 1.0)])
+    for prev, const, sign in shapes:
         inc = _number(const)
         start = _previous_or_start(prev, step.name)
         if inc is not None and start is not None and inc != 0:
@@ -279,7 +278,7 @@ class _Analysis:
                 if c is not None:
                     self.counters[s.name] = c
         self.thresholds: dict[tuple[str, int], Threshold] = {}
-        for name, edges in self.graph.succ.items():
+        for name in self.graph.succ:
             step = self.steps.get(name)
             routes = step.routes if step is not None else (
                 self.groups[name].routes if name in self.groups else [])
@@ -439,7 +438,7 @@ class _Analysis:
 
     def _classify(self, cyc: list[str]) -> Loop:
         # rotate so the loop starts at its first step in declaration order
-        first = min(cyc, key=lambda n: self.graph.nodes.index(n))
+        first = min(cyc, key=self.graph.nodes.index)
         i = cyc.index(first)
         cyc = cyc[i:] + cyc[:i]
         for node in cyc:

@@ -183,7 +183,7 @@ def graph(
 
 
 @app.command("test")
-def test_cmd(
+def workflow_tests(
     paths: Annotated[list[Path] | None, typer.Argument(
         help="Test files (*.test.yaml) or folders to search; default: the current folder.",
         show_default=False)] = None,

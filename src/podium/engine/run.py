@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from podium import __version__
 from podium.engine.clock import Clock, SystemClock
@@ -41,6 +41,8 @@ from podium.providers.base import ProviderRegistry
 from podium.spec.model import END, Route, StepBase, WorkflowFile
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
+
+RunStatus = Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
 
 
 class Checkpointer(Protocol):
@@ -336,7 +338,11 @@ class Engine:
             previous = signal.signal(signal.SIGTERM, handler)
         except ValueError:
             return lambda: None
-        return lambda: signal.signal(signal.SIGTERM, previous)
+
+        def restore() -> None:
+            signal.signal(signal.SIGTERM, previous)
+
+        return restore
 
     # ----------------------------------------------------------------- endings
 
@@ -384,13 +390,13 @@ class Engine:
             return self._finish("success", 0, output, terminal=step.name, reason=term.reason)
         return self._finish("failed", 1, output, terminal=step.name, reason=term.reason)
 
-    def _finish(self, status: str, code: int, output: dict[str, Any] | None, *,
+    def _finish(self, status: RunStatus, code: int, output: dict[str, Any] | None, *,
                 terminal: str | None = None, reason: str | None = None,
                 error: PodiumError | None = None) -> RunResult:
         elapsed = self.clock.monotonic() - self._started
         err_run = error if isinstance(error, RunError) else None
         self.bus.emit(RunFinished(
-            status=status,  # type: ignore[arg-type]
+            status=status,
             output=output, terminal=terminal, reason=reason,
             error_type=err_run.error_type if err_run else None,
             message=str(error) if error else None,

@@ -236,7 +236,7 @@ AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed |
             | Warning_ | Checkpointed)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
-    c.model_fields["type"].default: c  # type: ignore[misc]
+    c.model_fields["type"].default: c
     for c in (RunStarted, RunFinished, StepStarted, StepFinished, StepFailed, RouteTaken,
               PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ScriptOutput,
               GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,

@@ -24,7 +24,7 @@ from podium.errors import LimitExceeded, OutputContractError, StepError
 from podium.events.model import ScriptOutput
 from podium.spec.model import ScriptStep
 from podium.steps.base import StepCall, StepOutcome
-from podium.steps.schema import SchemaViolation, check_value
+from podium.steps.schema import SchemaViolation, check_value, json_type_name
 
 KILL_GRACE_SECONDS = 1.0
 
@@ -64,10 +64,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         return
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(KILL_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -111,7 +109,7 @@ def execute_script(call: StepCall) -> StepOutcome:
     if exe is None:
         raise StepError(f"command not found: '{command}' (working_dir={cwd or os.getcwd()})",
                         step=name, iteration=it)
-    timeout = step.timeout
+    timeout: float | None = step.timeout
     remaining = run.remaining()
     bounded_by_run = False
     if remaining is not None and (timeout is None or remaining < timeout):
@@ -127,7 +125,8 @@ def execute_script(call: StepCall) -> StepOutcome:
     except OSError as exc:
         raise StepError(f"failed to start '{command}': {exc.strerror or exc}", step=name,
                         iteration=it) from None
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     out_reader = _Reader(proc.stdout, run.options.script_output_cap)
     err_reader = _Reader(proc.stderr, run.options.script_output_cap)
     out_reader.start()
@@ -200,7 +199,7 @@ def _strict_output(step: ScriptStep, output: dict[str, Any], stdout: str, trunca
                                   "stderr", step=step.name, iteration=iteration, details=details)
         raise err from None
     if not isinstance(value, dict):
-        kind = "list" if isinstance(value, list) else type(value).__name__
+        kind = "list" if isinstance(value, list) else json_type_name(value)
         err = OutputContractError(f"declares an output schema but stdout is a JSON {kind}, not "
                                   "an object", step=step.name, iteration=iteration,
                                   details=details)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from typing import Any
 
 from podium.errors import OutputContractError, StepError
-from podium.spec.model import SetStep
+from podium.spec.model import SetStep, json_kind
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value
 
@@ -42,7 +43,11 @@ def coerce(text: str, output_type: str, label: str) -> Any:
             return False
         raise ValueError(f"{label}: cannot coerce {text!r} to boolean")
     if output_type in ("list", "dict"):
-        value = _yaml_load(stripped)
+        try:
+            value = _yaml_load(stripped)
+        except ValueError as exc:
+            raise ValueError(f"{label}: cannot coerce {text!r} to {output_type} "
+                             f"(not YAML: {exc})") from None
         expected = list if output_type == "list" else dict
         if not isinstance(value, expected):
             raise ValueError(f"{label}: cannot coerce {text!r} to {output_type}")
@@ -81,7 +86,7 @@ def _json_safe(value: Any, label: str) -> Any:
         return out
     if isinstance(value, list):
         return [_json_safe(v, label) for v in value]
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and math.isnan(value):
         raise ValueError(f"{label}: NaN is not a JSON value")
     try:
         json.dumps(value)
@@ -114,14 +119,18 @@ def execute_set(call: StepCall) -> StepOutcome:
                     if isinstance(rendered, str) else rendered
         else:
             rendered = _render_any(call, step.value, ctx, "value")
-            value = coerce(rendered, step.output_type or "auto", "value") \
+            output_type = step.output_type or "auto"
+            if not isinstance(rendered, str) and output_type != "auto":
+                # a literal YAML value (`value: 5`) still gets its declared type
+                rendered = json.dumps(rendered, ensure_ascii=False)
+            value = coerce(rendered, output_type, "value") \
                 if isinstance(rendered, str) else rendered
     except ValueError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
     if step.output:
         if not isinstance(value, dict):
-            raise OutputContractError(f"declares an output schema but its value is a "
-                                      f"{type(value).__name__}, not a mapping",
+            raise OutputContractError(f"declares an output schema but its value is "
+                                      f"{json_kind(value)}, not a mapping",
                                       step=step.name, iteration=call.iteration)
         try:
             check_value(step.output, value)

@@ -238,7 +238,8 @@ class SQLiteStore:
 
     def list_runs(self, *, status: str | None = None, workflow: str | None = None,
                   limit: int = 50, parent: str | None = None) -> list[RunRecord]:
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if status:
             where.append("status = ?")
             params.append(status)
@@ -369,7 +370,8 @@ class SQLiteStore:
             self._write("UPDATE gates SET status = 'consumed' WHERE id = ?", (gate_id,))
 
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if run_id:
             where.append("run_id = ?")
             params.append(run_id)
