@@ -102,8 +102,8 @@ class LimitExceeded(RunError):
     exit_code = 4
 
     def __init__(self, message: str, *, limit: str, step: str | None = None,
-                 iteration: int | None = None) -> None:
-        super().__init__(message, step=step, iteration=iteration)
+                 iteration: int | None = None, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, step=step, iteration=iteration, details=details)
         self.limit = limit
 
 

@@ -76,7 +76,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
                     options=RunOptions(skip_gates=opts.skip_gates, interactive=interactive,
                                        provider_override=opts.provider),
                     run_id=run_id, state=state, start_seq=start_seq)
-    answerers.append(StoreAnswerer(store, engine.run_id))
+    answerers.append(StoreAnswerer(store))
     if scripted is not None:
         answerers.append(scripted)
     if opts.skip_gates:
@@ -90,11 +90,12 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
 
         engine.bus.add(JsonlSink(opts.events, append=state is not None))
     engine.checkpointer = store
+    engine.store = store
 
     def park(request: Any) -> None:
         options = [o.model_dump(exclude_none=True) for o in request.options]
-        store.open_gate(GateRecord(0, engine.run_id, request.step, request.kind, request.prompt,
-                                   options, "open", time.time()))
+        store.open_gate(GateRecord(0, request.run_id, request.step, request.kind,
+                                   request.prompt, options, "open", time.time()))
 
     engine.parker = park
     return engine

@@ -38,12 +38,31 @@ def resume_command(req: ResumeRequest) -> int:
     except PodiumError as exc:
         return _fail(str(exc), exc.exit_code)
     try:
-        run = store.find_run(req.run_id)
+        run = root_of(store, store.find_run(req.run_id))
         return resume_run(store, run, req)
     except PodiumError as exc:
         return _fail(str(exc), exc.exit_code)
     finally:
         store.close()
+
+
+def root_of(store: SQLiteStore, run: RunRecord) -> RunRecord:
+    """The top-level run a sub-workflow run belongs to (resuming it resumes its children)."""
+    seen = {run.id}
+    while run.parent_run_id and run.parent_run_id not in seen:
+        run = store.get_run(run.parent_run_id)
+        seen.add(run.id)
+    return run
+
+
+def _family(store: SQLiteStore, run_id: str) -> list[str]:
+    """A run and all its sub-workflow runs, parents first."""
+    out, todo = [], [run_id]
+    while todo:
+        rid = todo.pop(0)
+        out.append(rid)
+        todo.extend(r.id for r in store.list_runs(parent=rid, limit=10_000))
+    return out
 
 
 def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
@@ -125,7 +144,8 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
         return _fail(str(exc), exc.exit_code)
     try:
         run = store.find_run(run_id)
-        gates = store.gates(run_id=run.id, status="open")
+        gates = [g for rid in _family(store, run.id) for g in store.gates(run_id=rid,
+                                                                         status="open")]
         if not gates:
             return _fail(f"run {run.id} has no gate waiting for an answer (status: "
                          f"{run.status})", exitcodes.INVALID)
@@ -150,7 +170,7 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
         sys.stderr.write(f"podium: gate '{gate.step}' of run {run.id} answered: {answer}\n")
         if not resume:
             return exitcodes.OK
-        return resume_run(store, store.get_run(run.id), req)
+        return resume_run(store, root_of(store, store.get_run(gate.run_id)), req)
     except PodiumError as exc:
         return _fail(str(exc), exc.exit_code)
     finally:

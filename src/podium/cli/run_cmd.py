@@ -96,17 +96,9 @@ def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) ->
                 hint = did_you_mean(name, declared)
                 raise UsageError(f"unknown input '{name}'" + (f" ({hint})" if hint else "")
                                  + f"; the workflow declares: {', '.join(declared)}")
-    zero: dict[str, Any] = {"string": "", "number": 0, "boolean": False}
-    missing = []
-    for name, decl in declared.items():
-        if name in given:
-            continue
-        if decl.default is not None:
-            given[name] = decl.default
-        elif not decl.required:
-            given[name] = zero.get(decl.type, [] if decl.type == "array" else {})
-        else:
-            missing.append(name)
+    from podium.engine.inputs import apply_input_defaults
+
+    missing = apply_input_defaults(declared, given)
     if missing:
         raise UsageError("missing required input" + ("s" if len(missing) > 1 else "") + ": "
                          + ", ".join(missing) + f" (pass --input {missing[0]}=VALUE)")

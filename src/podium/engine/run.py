@@ -38,7 +38,7 @@ from podium.events.model import (
 )
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.providers.base import ProviderRegistry
-from podium.spec.model import END, Route, StepBase, WorkflowFile
+from podium.spec.model import END, ForEachGroup, ParallelGroup, Route, StepBase, WorkflowFile
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
@@ -94,8 +94,13 @@ class Engine:
         self.steps: dict[str, StepBase] = {}
         for s in workflow.agents:
             self.steps.setdefault(s.name, s)
-        groups = frozenset(g.name for g in workflow.parallel) | frozenset(
-            g.name for g in workflow.for_each)
+        self.parallel = {g.name: g for g in workflow.parallel}
+        self.for_each = {g.name: g for g in workflow.for_each}
+        groups = frozenset(self.parallel) | frozenset(self.for_each)
+        self.group_names = groups
+        self.depth = 0
+        self.owns_providers = True
+        self.store: Any = None  # a RunStore, when the run is kept in one
         info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
         self.services = RunServices(workflow, self.path, TemplateEngine(),
                                     ContextBuilder(info, groups), self.state, self.bus,
@@ -112,6 +117,9 @@ class Engine:
 
         # Executors by step type; tests may replace one (e.g. stub scripts) before run().
         self.executors: dict[str, Callable[[StepCall], StepOutcome]] = dict(EXECUTORS)
+        self.executors["workflow"] = self._run_subworkflow
+        self.outer_deadline: float | None = None  # a parent run's deadline bounds a child's
+        self.subworkflow_cache: dict[Path, WorkflowFile] = {}
 
     # ----------------------------------------------------------------- public
 
@@ -127,18 +135,23 @@ class Engine:
         self._started = self.clock.monotonic()
         if wf.limits.timeout_seconds:
             self.services.deadline = self._started + wf.limits.timeout_seconds
+        if self.outer_deadline is not None:
+            own = self.services.deadline
+            self.services.deadline = self.outer_deadline if own is None else min(
+                own, self.outer_deadline)
         self.bus.emit(RunStarted(workflow=wf.name, workflow_path=str(self.path),
                                  workflow_hash=file_hash(self.path),
                                  entry_point=start or wf.entry_point, inputs=self.state.inputs,
                                  podium_version=__version__,
                                  max_iterations=self.state.max_iterations,
                                  resumed=self.resumed))
-        restore = self._install_sigterm()
+        restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
             return self._loop(start or wf.entry_point)
         finally:
             restore()
-            self.services.providers.close()
+            if self.owns_providers:
+                self.services.providers.close()
 
     # ----------------------------------------------------------------- loop
 
@@ -149,12 +162,13 @@ class Engine:
                 self._check_interrupt()
                 self._check_timeout(node)
                 self.current = node
-                step = self.steps.get(node)
+                step: StepBase | ParallelGroup | ForEachGroup | None = (
+                    self.steps.get(node) or self.parallel.get(node) or self.for_each.get(node))
                 if step is None:
-                    raise RunError(f"'{node}' is not a step this engine can run "
-                                   "(parallel and for_each groups are not supported yet)",
+                    raise RunError(f"'{node}' is not a step or group of this workflow",
                                    step=node)
-                self._check_iterations(node)
+                self.check_iterations(node, len(step.agents)
+                                      if isinstance(step, ParallelGroup) else 1)
                 outcome = self._execute(step)
                 if outcome.termination is not None:
                     return self._terminate(step, outcome)
@@ -166,6 +180,8 @@ class Engine:
                 node = nxt
         except KeyboardInterrupt:
             return self._fail(Interrupted("interrupted", step=self.current))
+        except ChildParked as exc:
+            return self._parked(exc.request)
         except GateUnanswerable as exc:
             if self.parker is None:
                 if exc.request.kind == "iteration_limit":
@@ -177,55 +193,81 @@ class Engine:
         except RunError as exc:
             return self._fail(exc)
 
-    def _execute(self, step: StepBase) -> StepOutcome:
+    def _execute(self, step: StepBase | ParallelGroup | ForEachGroup) -> StepOutcome:
+        from podium.engine.groups import run_for_each, run_parallel
+
         state = self.state
+        step_type = _node_type(step)
         iteration = state.step_counts.get(step.name, 0) + 1
-        self.bus.emit(StepStarted(step=step.name, step_type=step.type, iteration=iteration,
+        self.bus.emit(StepStarted(step=step.name, step_type=step_type, iteration=iteration,
                                   run_iteration=state.run_iteration + 1))
         started = self.clock.monotonic()
-        executor = self.executors.get(step.type)
         try:
-            if executor is None:
-                raise RunError(f"'{step.type}' steps are not supported yet", step=step.name,
-                               iteration=iteration)
-            outcome = executor(StepCall(step, iteration, self.services))
-        except GateUnanswerable:
+            if isinstance(step, ParallelGroup):
+                outcome = run_parallel(self, step, iteration)
+            elif isinstance(step, ForEachGroup):
+                outcome = run_for_each(self, step, iteration)
+            else:
+                executor = self.executors.get(step.type)
+                if executor is None:
+                    raise RunError(f"'{step.type}' steps are not supported yet",
+                                   step=step.name, iteration=iteration)
+                outcome = executor(StepCall(step, iteration, self.services))
+        except (GateUnanswerable, ChildParked):
             raise  # not a failure: the run parks (or fails) in the loop
         except RunError as exc:
             if exc.step is None:
                 exc.step = step.name
             if exc.iteration is None:
                 exc.iteration = iteration
-            self.bus.emit(StepFailed(step=step.name, step_type=step.type, iteration=iteration,
+            self.bus.emit(StepFailed(step=step.name, step_type=step_type, iteration=iteration,
                                      elapsed=self.clock.monotonic() - started,
                                      error_type=exc.error_type, message=str(exc),
                                      details=exc.details))
+            spent = exc.details.get("usage_rows")
+            if isinstance(spent, dict):
+                self._account(step.name, None, spent)  # a failed child still cost money
             raise
         elapsed = self.clock.monotonic() - started
         state.step_counts[step.name] = iteration
-        state.run_iteration += 1
+        state.run_iteration += outcome.iterations
         state.store(step.name, outcome.output)
-        state.records.append(StepRecord(step.name, step.type, iteration, state.run_iteration,
+        state.records.append(StepRecord(step.name, step_type, iteration, state.run_iteration,
                                         outcome.output, elapsed=elapsed))
         u = outcome.usage
         self.bus.emit(StepFinished(
-            step=step.name, step_type=step.type, iteration=iteration, elapsed=elapsed,
+            step=step.name, step_type=step_type, iteration=iteration, elapsed=elapsed,
             output=outcome.output, model=u.model if u else None,
             input_tokens=u.input_tokens if u else 0, output_tokens=u.output_tokens if u else 0,
             cached_tokens=u.cached_tokens if u else 0, cost_usd=u.cost_usd if u else None,
             priced=u.priced if u else True))
-        if u is not None:
-            prev = self.usage_by_step.get(step.name)
-            self.usage_by_step[step.name] = u if prev is None else prev + u
+        self._account(step.name, None if outcome.usage_rows else u, outcome.usage_rows)
+        self._check_timeout(None, after=step.name)
+        return outcome
+
+    def _run_subworkflow(self, call: StepCall) -> StepOutcome:
+        from podium.engine.subflow import run_subworkflow
+
+        return run_subworkflow(self, call)
+
+    def _account(self, name: str, usage: Usage | None, rows: dict[str, Usage]) -> None:
+        """Add a step's spending (or its nested rows') to the totals, then check the budget."""
+        items = dict(rows)
+        if usage is not None:
+            items = {name: usage}
+        if not items:
+            return
+        for row, u in items.items():
+            prev = self.usage_by_step.get(row)
+            self.usage_by_step[row] = u if prev is None else prev + u
             if u.cost_usd is not None:
                 self.spent_usd += u.cost_usd
             if not u.priced:
                 self.unpriced_spend = True
-            self._check_budget(step.name)
-        self._check_timeout(None, after=step.name)
-        return outcome
+        self._check_budget(name)
 
-    def _route(self, step: StepBase, outcome: StepOutcome) -> tuple[str, Route | None]:
+    def _route(self, step: StepBase | ParallelGroup | ForEachGroup,
+               outcome: StepOutcome) -> tuple[str, Route | None]:
         state = self.state
         record = state.records[-1]
         if outcome.next_step is not None:
@@ -255,10 +297,15 @@ class Engine:
 
     # ----------------------------------------------------------------- limits
 
-    def _check_iterations(self, node: str) -> None:
+    def check_iterations(self, node: str, need: int = 1) -> None:
+        """Before running `node` (which counts `need` executions): ask for more iterations
+        when the limit would be passed; raise LimitExceeded when none are granted."""
         state = self.state
-        if state.run_iteration < state.max_iterations:
-            return
+        while state.run_iteration + need > state.max_iterations:
+            self._ask_for_iterations(node, need)
+
+    def _ask_for_iterations(self, node: str, need: int) -> None:
+        state = self.state
         recent = [r.step for r in state.records[-5:]]
         loop = len(recent) >= 3 and len(set(recent[-3:])) == 1
         self.bus.emit(LimitReached(limit="iterations", step=node, current=state.run_iteration,
@@ -291,8 +338,9 @@ class Engine:
         self.bus.emit(LimitResolved(limit="iterations", granted=granted,
                                     new_maximum=state.max_iterations, answered_by=by))
         if granted <= 0:
+            what = f"'{node}'" if need == 1 else f"'{node}' ({need} executions)"
             raise LimitExceeded(
-                f"the run reached max_iterations ({state.max_iterations}) before '{node}'; "
+                f"the run reached max_iterations ({state.max_iterations}) before {what}; "
                 f"last steps: {' → '.join(recent)}", limit="iterations", step=node)
 
     def _check_timeout(self, node: str | None, after: str | None = None) -> None:
@@ -373,7 +421,8 @@ class Engine:
         output = self._final_output(route)
         return self._finish("success", 0, output, terminal=END)
 
-    def _terminate(self, step: StepBase, outcome: StepOutcome) -> RunResult:
+    def _terminate(self, step: StepBase | ParallelGroup | ForEachGroup,
+                   outcome: StepOutcome) -> RunResult:
         term = outcome.termination
         assert term is not None
         if self.checkpointer is not None:
@@ -410,9 +459,13 @@ class Engine:
     def _park(self, request: GateRequest) -> RunResult:
         assert self.parker is not None
         self.parker(request)
+        return self._parked(request)
+
+    def _parked(self, request: GateRequest) -> RunResult:
         what = ("grant more iterations" if request.kind == "iteration_limit"
                 else f"answer gate '{request.step}'")
-        message = (f"waiting for a person to {what}: podium gate answer {self.run_id} VALUE")
+        message = (f"waiting for a person to {what}: podium gate answer {request.run_id} "
+                   "VALUE")
         elapsed = self.clock.monotonic() - self._started
         self.bus.emit(RunFinished(status="waiting", step=request.step, message=message,
                                   elapsed=elapsed, iterations=self.state.run_iteration,
@@ -429,6 +482,22 @@ class Engine:
         if isinstance(exc, LimitExceeded):
             return self._finish("limit", exc.exit_code, None, error=exc)
         return self._finish("error", exc.exit_code, None, error=exc)
+
+
+def _node_type(node: StepBase | ParallelGroup | ForEachGroup) -> str:
+    if isinstance(node, ParallelGroup):
+        return "parallel"
+    if isinstance(node, ForEachGroup):
+        return "for_each"
+    return node.type
+
+
+class ChildParked(RunError):
+    """A sub-workflow parked at a gate: its parent waits too."""
+
+    def __init__(self, request: GateRequest) -> None:
+        super().__init__(f"waiting in sub-workflow run {request.run_id}", step=request.step)
+        self.request = request
 
 
 def environment_seed() -> dict[str, str]:

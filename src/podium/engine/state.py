@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.errors import StepError
+from podium.spec.model import json_kind
 
 
 @dataclass
@@ -164,9 +165,8 @@ class ContextBuilder:
             if not isinstance(cur_src, dict):
                 if optional:
                     return
-                kind = type(cur_src).__name__
-                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output is a "
-                                f"{kind}, not a mapping", step=step)
+                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output is "
+                                f"{json_kind(cur_src)}, not a mapping", step=step)
             if part not in cur_src:
                 if optional:
                     return

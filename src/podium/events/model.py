@@ -64,6 +64,7 @@ class StepStarted(Event):
     step_type: str
     iteration: int
     run_iteration: int
+    group: str | None = None
 
 
 class StepFinished(Event):
@@ -79,6 +80,7 @@ class StepFinished(Event):
     cached_tokens: int = 0
     cost_usd: float | None = None
     priced: bool = True
+    group: str | None = None
 
 
 class StepFailed(Event):
@@ -90,6 +92,7 @@ class StepFailed(Event):
     error_type: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
+    group: str | None = None
 
 
 class RouteTaken(Event):

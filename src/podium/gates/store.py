@@ -7,14 +7,13 @@ from podium.store.base import RunStore
 
 
 class StoreAnswerer:
-    """Returns the recorded answer of a parked gate of this run, once."""
+    """Returns the recorded answer of a parked gate of the asking run (or sub-run), once."""
 
-    def __init__(self, store: RunStore, run_id: str) -> None:
+    def __init__(self, store: RunStore) -> None:
         self.store = store
-        self.run_id = run_id
 
     def answer(self, request: GateRequest) -> GateAnswer | None:
-        for gate in self.store.gates(run_id=self.run_id, status="answered"):
+        for gate in self.store.gates(run_id=request.run_id, status="answered"):
             if gate.step == request.step and gate.kind == request.kind and gate.answer is not None:
                 self.store.consume_gate(gate.id)
                 return GateAnswer(gate.answer, dict(gate.additional_input),

@@ -61,6 +61,10 @@ class StepOutcome:
     termination: Termination | None = None
     usage: Usage | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # How many executions this node counts for (a parallel group: one per member).
+    iterations: int = 1
+    # Usage of nested work (group members, a sub-workflow's agents), by row name.
+    usage_rows: dict[str, Usage] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,19 +93,26 @@ class RunServices:
     run_id: str
     deadline: float | None = None  # monotonic time when the run's timeout expires
     cancel: threading.Event = field(default_factory=threading.Event)
+    local: threading.local = field(default_factory=threading.local)
 
     @property
     def mode(self) -> str:
         return self.workflow.workflow.context.mode
 
     def step_context(self, step: StepBase) -> dict[str, Any]:
-        """The context a step's own templates see (depends on the context mode)."""
+        """The context a step's own templates see (depends on the context mode), plus the
+        item variables when the step runs for a for-each item (set per worker thread)."""
         if self.mode == "explicit":
-            return self.contexts.explicit(self.state, step.name, step.input,
-                                          all_inputs=step.type in LOCAL_RENDER_TYPES)
-        if self.mode == "last_only":
-            return self.contexts.last_only(self.state)
-        return self.contexts.full(self.state)
+            ctx = self.contexts.explicit(self.state, step.name, step.input,
+                                         all_inputs=step.type in LOCAL_RENDER_TYPES)
+        elif self.mode == "last_only":
+            ctx = self.contexts.last_only(self.state)
+        else:
+            ctx = self.contexts.full(self.state)
+        extra = getattr(self.local, "extra", None)
+        if extra:
+            ctx.update(extra)
+        return ctx
 
     def full_context(self) -> dict[str, Any]:
         return self.contexts.full(self.state)

@@ -40,21 +40,36 @@ class ConsoleSink:
         self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
                                force_terminal=color, no_color=color is False, soft_wrap=True)
         self.verbosity = verbosity
+        self._nested = False
 
     def _line(self, *parts: tuple[str, str | None]) -> None:
         from rich.text import Text
 
         text = Text()
+        if self._nested:
+            text.append("  │ ", style="dim")
         for content, style in parts:
             text.append(content, style=style)
         self.console.print(text)
 
     def handle(self, event: Event) -> None:
+        self._nested = event.parent_run_id is not None
         v = self.verbosity
+        if self._nested and isinstance(event, RunStarted):
+            what = "resumed" if event.resumed else "started"
+            self._line(("sub-workflow run ", None), (event.run_id, "cyan"),
+                       (f" {what} · workflow {event.workflow}", None))
+            return
         if isinstance(event, RunStarted):
             what = "resumed" if event.resumed else "started"
             self._line(("podium: run ", None), (event.run_id, "bold cyan"),
                        (f" {what} · workflow {event.workflow}", None))
+        elif isinstance(event, (StepStarted, StepFinished)) and event.group is not None:
+            if v >= 2 and isinstance(event, StepFinished):
+                self._line(("    · ", "dim"), (event.step, None),
+                           (f" ✓ {event.elapsed:.2f}s", "dim"))
+        elif isinstance(event, StepFailed) and event.group is not None:
+            self._line(("    ✗ ", "red"), (f"{event.step}: {event.message}", "red"))
         elif isinstance(event, StepStarted) and v >= 1:
             self._line((f"[{event.run_iteration}] ", "dim"), (event.step, "bold"),
                        (f" ({event.step_type}", "dim"),

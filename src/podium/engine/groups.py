@@ -1,0 +1,243 @@
+"""Parallel and for-each groups: members and items run concurrently on a bounded thread pool,
+against the state as it was when the group started; the group stores one dict
+`{type, outputs, errors[, count]}` and counts one execution per member or item."""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from podium.errors import RunError, StepError
+from podium.events.model import StepFailed, StepFinished, StepStarted
+from podium.spec.model import ForEachGroup, ParallelGroup, StepBase
+from podium.steps.base import StepCall, StepOutcome, Usage
+
+if TYPE_CHECKING:
+    from podium.engine.run import Engine
+
+
+@dataclass
+class _Done:
+    key: str
+    index: int
+    outcome: StepOutcome | None
+    error: RunError | None
+
+
+def _error_entry(name: str, key_field: str, exc: RunError) -> dict[str, Any]:
+    return {key_field: name, "exception_type": exc.error_type, "message": str(exc),
+            "suggestion": None}
+
+
+def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, group: str,
+                extra: dict[str, Any] | None) -> _Done:
+    """Run one member or item in a worker thread, with its own events."""
+    services = engine.services
+    services.local.extra = extra
+    started = engine.clock.monotonic()
+    label = step.name if extra is None else f"{step.name}[{key}]"
+    engine.bus.emit(StepStarted(step=label, step_type=step.type, iteration=iteration,
+                                run_iteration=engine.state.run_iteration, group=group))
+    try:
+        executor = engine.executors.get(step.type)
+        if executor is None:
+            raise StepError(f"'{step.type}' steps cannot run in a group", step=step.name)
+        outcome = executor(StepCall(step, iteration, services))
+    except RunError as exc:
+        engine.bus.emit(StepFailed(step=label, step_type=step.type, iteration=iteration,
+                                   elapsed=engine.clock.monotonic() - started,
+                                   error_type=exc.error_type, message=str(exc),
+                                   details=exc.details, group=group))
+        return _Done(key, 0, None, exc)
+    finally:
+        services.local.extra = None
+    u = outcome.usage
+    engine.bus.emit(StepFinished(
+        step=label, step_type=step.type, iteration=iteration,
+        elapsed=engine.clock.monotonic() - started, output=outcome.output,
+        model=u.model if u else None, input_tokens=u.input_tokens if u else 0,
+        output_tokens=u.output_tokens if u else 0, cached_tokens=u.cached_tokens if u else 0,
+        cost_usd=u.cost_usd if u else None, priced=u.priced if u else True, group=group))
+    return _Done(key, 0, outcome, None)
+
+
+def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
+              cancel: threading.Event) -> list[_Done]:
+    """Run jobs on at most `workers` threads; with fail_fast, stop starting new jobs after the
+    first failure. Returns the finished jobs in submission order."""
+    results: list[_Done | None] = [None] * len(jobs)
+    failed = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))),
+                              thread_name_prefix="podium-group")
+    futures: dict[Future[_Done | None], int] = {}
+    try:
+        for i, job in enumerate(jobs):
+            futures[pool.submit(_guarded, job, failed, fail_fast, cancel)] = i
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION, timeout=0.5)
+            for f in done:
+                results[futures[f]] = f.result()
+    except BaseException:
+        cancel.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [r for r in results if r is not None]
+
+
+def _guarded(job: Callable[[], _Done], failed: threading.Event, fail_fast: bool,
+             cancel: threading.Event) -> _Done | None:
+    if cancel.is_set() or (fail_fast and failed.is_set()):
+        return None
+    done = job()
+    if done.error is not None:
+        failed.set()
+    return done
+
+
+def _sum(rows: list[Usage]) -> Usage | None:
+    total: Usage | None = None
+    for u in rows:
+        total = u if total is None else total + u
+    return total
+
+
+def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOutcome:
+    members = [engine.steps[m] for m in group.agents]
+    counts = engine.state.step_counts
+    jobs: list[Callable[[], _Done]] = [
+        functools.partial(_run_member, engine, s, counts.get(s.name, 0) + 1, s.name,
+                          group=group.name, extra=None)
+        for s in members
+    ]
+    done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
+                     engine.services.cancel)
+    for d in done:
+        counts[d.key] = counts.get(d.key, 0) + 1
+    outputs = {d.key: d.outcome.output for d in done if d.outcome is not None}
+    errors = {d.key: _error_entry(d.key, "agent_name", d.error) for d in done if d.error}
+    rows = {d.key: d.outcome.usage for d in done if d.outcome and d.outcome.usage}
+    _check_failures(group.name, group.failure_mode, len(members), errors, what="Agent",
+                    kind="parallel")
+    output = {"type": "parallel", "outputs": outputs, "errors": errors}
+    return StepOutcome(output, iterations=len(members), usage=_sum(list(rows.values())),
+                       usage_rows=rows)
+
+
+def _check_failures(name: str, mode: str, total: int, errors: dict[str, dict[str, Any]], *,
+                    what: str, kind: str) -> None:
+    if not errors:
+        return
+    lines = "; ".join(f"{k}: {e['exception_type']}: {e['message']}" for k, e in errors.items())
+    if mode == "fail_fast":
+        key, first = next(iter(errors.items()))
+        raise StepError(f"{what} '{key}' in {kind} group '{name}' failed (fail_fast mode): "
+                        f"{first['exception_type']}: {first['message']}", step=name)
+    if mode == "all_or_nothing":
+        raise StepError(f"{kind} group '{name}' failed ({total - len(errors)} succeeded, "
+                        f"{len(errors)} failed): {lines}", step=name)
+    if len(errors) >= total:
+        raise StepError(f"all {what.lower()}s in {kind} group '{name}' failed: {lines}",
+                        step=name)
+
+
+def resolve_source(engine: Engine, group: ForEachGroup) -> list[Any]:
+    """The list a for-each group fans out over (spec 3.12's source resolution)."""
+    parts = group.source.split(".")
+    state = engine.state
+    if parts[0] == "workflow":
+        value: Any = state.inputs
+        path = parts[2:]
+        if parts[1] != "input":
+            raise StepError(f"source '{group.source}' must start with workflow.input",
+                            step=group.name)
+    else:
+        if parts[0] not in state.outputs:
+            ran = ", ".join(dict.fromkeys(state.history)) or "nothing yet"
+            raise StepError(f"source '{group.source}': '{parts[0]}' has not run (ran: {ran})",
+                            step=group.name)
+        stored = state.outputs[parts[0]]
+        value = stored if parts[0] in engine.group_names else {"output": stored}
+        path = parts[1:]
+    walked = [parts[0]]
+    for part in path:
+        if isinstance(value, str) and value.strip().startswith(("[", "{")):
+            value = _json(value, group)
+        if not isinstance(value, dict) or part not in value:
+            keys = ", ".join(map(str, value)) if isinstance(value, dict) else type(value).__name__
+            raise StepError(f"source '{group.source}': no field '{part}' in "
+                            f"'{'.'.join(walked)}' (it has: {keys})", step=group.name)
+        value = value[part]
+        walked.append(part)
+    if isinstance(value, str):
+        value = _json(value, group)
+    if not isinstance(value, (list, tuple)):
+        raise StepError(f"source '{group.source}' is a {type(value).__name__}, not a list",
+                        step=group.name)
+    return list(value)
+
+
+def _json(text: str, group: ForEachGroup) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StepError(f"source '{group.source}' is a string that is not JSON: {exc}",
+                        step=group.name) from None
+
+
+def _item_key(item: Any, index: int, key_by: str | None) -> str:
+    if not key_by:
+        return str(index)
+    value = item
+    for part in key_by.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return str(index)
+    return str(value)
+
+
+def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOutcome:
+    items = resolve_source(engine, group)
+    if not items:
+        output: dict[str, Any] = {"type": "for_each", "outputs": {} if group.key_by else [],
+                                  "errors": {}, "count": 0}
+        return StepOutcome(output, iterations=0)
+    engine.check_iterations(group.name, need=len(items))
+    step = group.agent
+    base = engine.state.step_counts.get(step.name, 0)
+    keys = [_item_key(item, i, group.key_by) for i, item in enumerate(items)]
+
+    def job(i: int) -> Callable[[], _Done]:
+        extra = {group.as_: items[i], "_index": i}
+        if group.key_by:
+            extra["_key"] = keys[i]
+
+        def run() -> _Done:
+            done = _run_member(engine, step, base + i + 1, keys[i], group=group.name,
+                               extra=extra)
+            done.index = i
+            return done
+
+        return run
+
+    done = _pool_run([job(i) for i in range(len(items))], group.max_concurrent,
+                     group.failure_mode == "fail_fast", engine.services.cancel)
+    engine.state.step_counts[step.name] = base + len(items)
+    done.sort(key=lambda d: d.index)
+    errors = {d.key: _error_entry(d.key, "item_key", d.error) for d in done if d.error}
+    ok = [d for d in done if d.outcome is not None]
+    _check_failures(group.name, group.failure_mode, len(items), errors, what="Item",
+                    kind="for-each")
+    outputs: Any = ({d.key: d.outcome.output for d in ok if d.outcome} if group.key_by
+                    else [d.outcome.output for d in ok if d.outcome])
+    usage = _sum([d.outcome.usage for d in ok if d.outcome and d.outcome.usage])
+    rows = {f"{group.name}/{step.name}": usage} if usage else {}
+    output = {"type": "for_each", "outputs": outputs, "errors": errors, "count": len(items)}
+    return StepOutcome(output, iterations=len(items), usage=usage, usage_rows=rows)

@@ -1,0 +1,191 @@
+"""Sub-workflows (`type: workflow`): a workflow file run as one step of its parent.
+
+The child is a run of its own (its own limits, counter, context and run id, linked to its
+parent in the store and in events), sharing the parent's providers, answerers, sinks and
+clock. Its output becomes the step's output; its cost counts in the parent's totals and
+budget, also when it fails; its failure or exhausted limit fails the parent with the child's
+reason. On resume, a child that already finished is not run again, and an unfinished one
+continues from its own last committed step.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from podium.errors import Interrupted, LimitExceeded, StepError
+from podium.spec.model import WorkflowFile, WorkflowStep
+from podium.steps.base import StepCall, StepOutcome, Usage
+
+if TYPE_CHECKING:
+    from podium.engine.run import Engine
+    from podium.engine.state import RunState
+
+MAX_DEPTH = 10
+
+
+@dataclass
+class _Existing:
+    run_id: str
+    status: str
+    output: dict[str, Any] | None
+    state: RunState | None
+    start: str | None
+    start_seq: int
+    usage: dict[str, Usage]
+
+
+def _load(parent: Engine, step: WorkflowStep, iteration: int) -> tuple[Path, WorkflowFile]:
+    from podium.check.semantic import resolve_subworkflow
+    from podium.check.validate import validate_file
+    from podium.spec.source import FileUnreadable
+
+    path = resolve_subworkflow(parent.path.parent, step.workflow)
+    if path is None:
+        raise StepError(f"sub-workflow file not found: '{step.workflow}' (relative to "
+                        f"{parent.path.parent})", step=step.name, iteration=iteration)
+    cache = parent.subworkflow_cache
+    if path not in cache:
+        try:
+            result = validate_file(path)
+        except FileUnreadable as exc:
+            raise StepError(f"sub-workflow: {exc}", step=step.name, iteration=iteration) from None
+        if result.model is None or result.sink.errors:
+            first = result.sink.sorted()[0].format() if result.sink.items else "invalid"
+            raise StepError(f"sub-workflow '{step.workflow}' is invalid: {first}",
+                            step=step.name, iteration=iteration)
+        cache[path] = result.model
+    return path, cache[path]
+
+
+def _inputs(call: StepCall, parent: Engine, step: WorkflowStep,
+            child: WorkflowFile) -> dict[str, Any]:
+    from podium.engine.inputs import apply_input_defaults
+
+    if step.input_mapping is None:
+        given = dict(parent.state.inputs)
+    else:
+        ctx = call.run.step_context(step)
+        given = {}
+        for key, value in step.input_mapping.items():
+            if isinstance(value, str):
+                text = call.run.render(value, ctx, step=step.name,
+                                       what=f"input_mapping.{key}", iteration=call.iteration)
+                try:
+                    given[key] = json.loads(text)
+                except ValueError:
+                    given[key] = text
+            else:
+                given[key] = value
+    missing = apply_input_defaults(child.workflow.input, given)
+    if missing:
+        raise StepError(f"sub-workflow '{step.workflow}' needs input(s) "
+                        f"{', '.join(missing)} (give them in input_mapping)", step=step.name,
+                        iteration=call.iteration)
+    return given
+
+
+def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Existing | None:
+    store = parent.store
+    if store is None:
+        return None
+    from podium.store.restore import fold_events, usage_from_events
+
+    for run in store.list_runs(parent=parent.run_id, limit=10_000):
+        opts = run.options or {}
+        if (opts.get("parent_step"), opts.get("parent_iteration"), opts.get("slot")) != \
+                (step, iteration, slot):
+            continue
+        events = store.events(run.id)
+        usage = usage_from_events(events)
+        last = max((int(e["seq"]) for e in events), default=0)
+        if run.status == "success":
+            return _Existing(run.id, run.status, run.output, None, None, last, usage)
+        cp = store.latest_checkpoint(run.id)
+        state = fold_events(events, upto_seq=cp.seq if cp else None)
+        if cp is None:
+            state.inputs = dict(run.inputs)
+        start = (cp.next_step or cp.step) if cp else None
+        return _Existing(run.id, run.status, None, state, start, last, usage)
+    return None
+
+
+def _total(rows: dict[str, Usage]) -> Usage | None:
+    total: Usage | None = None
+    for u in rows.values():
+        total = u if total is None else total + u
+    return total
+
+
+def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
+    from podium.engine.run import ChildParked, Engine
+
+    step = call.step
+    assert isinstance(step, WorkflowStep)
+    it = call.iteration
+    limit = min(step.max_depth or MAX_DEPTH, MAX_DEPTH)
+    if parent.depth + 1 > limit:
+        raise StepError(f"sub-workflow depth limit exceeded ({limit})", step=step.name,
+                        iteration=it)
+    path, child_wf = _load(parent, step, it)
+    extra = getattr(call.run.local, "extra", None) or {}
+    slot = f"{step.name}[{extra['_key']}]" if "_key" in extra else (
+        f"{step.name}[{extra['_index']}]" if "_index" in extra else step.name)
+    existing = _existing_child(parent, step.name, it, slot)
+    if existing is not None and existing.status == "success":
+        rows = {f"{step.name}/{k}": u for k, u in existing.usage.items()}
+        return StepOutcome(existing.output or {}, usage=_total(rows), usage_rows=rows,
+                           details={"child_run_id": existing.run_id, "reused": True})
+    inputs = (existing.state.inputs if existing is not None and existing.state is not None
+              else _inputs(call, parent, step, child_wf))
+    child = Engine(child_wf, path, inputs=inputs, providers=parent.services.providers,
+                   answerer=parent.services.answerer, options=parent.options,
+                   clock=parent.clock, run_id=existing.run_id if existing else None,
+                   state=existing.state if existing else None,
+                   start_seq=existing.start_seq if existing else 0)
+    child.depth = parent.depth + 1
+    child.owns_providers = False
+    child.bus.parent_run_id = parent.run_id
+    for sink in parent.bus.sinks:
+        child.bus.add(sink)
+    child.store = parent.store
+    child.checkpointer = parent.checkpointer
+    child.parker = parent.parker
+    child.services.cancel = parent.services.cancel
+    child.outer_deadline = parent.services.deadline
+    child.subworkflow_cache = parent.subworkflow_cache
+    if existing is not None:
+        child.restore_usage(existing.usage)
+    elif parent.store is not None:
+        from podium.engine.run import file_hash
+        from podium.store.base import RunRecord
+
+        parent.store.create_run(RunRecord(
+            child.run_id, child_wf.workflow.name, str(path), file_hash(path), inputs,
+            parent_run_id=parent.run_id,
+            options={"parent_step": step.name, "parent_iteration": it, "slot": slot}))
+    result = child.run(existing.start if existing else None)
+    rows = {f"{step.name}/{k}": u for k, u in child.usage_by_step.items()}
+    details: dict[str, Any] = {"child_run_id": child.run_id, "usage_rows": rows}
+    where = f"sub-workflow '{step.workflow}' (run {child.run_id})"
+    if result.status == "success":
+        return StepOutcome(result.output or {}, usage=_total(rows), usage_rows=rows,
+                           details={"child_run_id": child.run_id})
+    if result.status == "waiting":
+        from podium.gates.base import GateRequest
+
+        raise ChildParked(GateRequest(child.run_id, step.name, it, result.reason or "", ()))
+    if result.status == "failed":
+        raise StepError(f"{where} ended in its failed terminate '{result.terminal}': "
+                        f"{result.reason}", step=step.name, iteration=it,
+                        details={**details, "child_output": result.output})
+    err = result.error
+    message = f"{where} failed: {err}" if err else f"{where} failed"
+    if isinstance(err, LimitExceeded):
+        raise LimitExceeded(message, limit=err.limit, step=step.name, iteration=it,
+                            details=details)
+    if isinstance(err, Interrupted):
+        raise Interrupted(message, step=step.name, iteration=it)
+    raise StepError(message, step=step.name, iteration=it, details=details)
