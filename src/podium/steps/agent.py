@@ -19,7 +19,13 @@ from podium.providers.base import AgentRequest, Reply
 from podium.providers.pricing import cost_usd, find_price
 from podium.spec.model import EFFORTS, AgentStep
 from podium.steps.base import StepCall, StepOutcome, Usage
-from podium.steps.schema import SchemaViolation, check_value, extract_json_object, to_json_schema
+from podium.steps.schema import (
+    SchemaViolation,
+    check_value,
+    extract_json_object,
+    json_type_name,
+    to_json_schema,
+)
 from podium.templating import is_template
 
 DEFAULT_CORRECTIONS = 2
@@ -151,7 +157,7 @@ def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
         if err is not None:
             return None, "syntax", err
     if not isinstance(value, dict):
-        kind = "list" if isinstance(value, list) else type(value).__name__
+        kind = "list" if isinstance(value, list) else json_type_name(value)
         return None, "syntax", f"the answer is a JSON {kind}, not an object"
     value = _unwrap_scalars(value, step)
     try:

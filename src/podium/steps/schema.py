@@ -28,7 +28,8 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
+    """The JSON name of a value's type: null, boolean, number, string, array, object."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -48,7 +49,7 @@ def check_value(schema: dict[str, OutputField], data: Any, prefix: str = "") -> 
     """Raise SchemaViolation for the first field of `data` that breaks `schema`."""
     if not isinstance(data, dict):
         raise SchemaViolation(prefix or "<output>",
-                              f"output must be a JSON object, got {_type_name(data)}")
+                              f"output must be a JSON object, got {json_type_name(data)}")
     for name, fld in schema.items():
         path = f"{prefix}{name}"
         if name not in data:
@@ -65,7 +66,7 @@ def _check_field(fld: OutputField, value: Any, path: str) -> None:
         raise SchemaViolation(path, f"output field '{path}' must not be null")
     if not value_has_type(value, fld.type):
         raise SchemaViolation(path, f"output field '{path}' has wrong type: expected "
-                              f"{fld.type}, got {_type_name(value)} (received: "
+                              f"{fld.type}, got {json_type_name(value)} (received: "
                               f"{_describe(value)})")
     if fld.enum is not None and value not in fld.enum:
         allowed = ", ".join(json.dumps(v) for v in fld.enum)
@@ -97,7 +98,7 @@ def _check_field(fld: OutputField, value: Any, path: str) -> None:
                 continue
             if item is not None and not value_has_type(item, fld.items.type):
                 raise SchemaViolation(item_path, f"array item {i} in '{path}' has wrong type: "
-                                      f"expected {fld.items.type}, got {_type_name(item)}")
+                                      f"expected {fld.items.type}, got {json_type_name(item)}")
             _check_field(fld.items, item, item_path)
 
 
