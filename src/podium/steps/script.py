@@ -80,7 +80,8 @@ def _resolve_command(command: str, env: dict[str, str], cwd: str | None) -> str 
     return shutil.which(command, path=env.get("PATH", os.defpath))
 
 
-def execute_script(call: StepCall) -> StepOutcome:
+def render_argv(call: StepCall) -> list[str]:
+    """The command and arguments a script step would run, rendered (no process started)."""
     step = call.step
     assert isinstance(step, ScriptStep)
     run = call.run
@@ -89,6 +90,16 @@ def execute_script(call: StepCall) -> StepOutcome:
     command = run.render(step.command, ctx, step=name, what="command", iteration=it).strip()
     args = [run.render(a, ctx, step=name, what=f"args[{i}]", iteration=it)
             for i, a in enumerate(step.args)]
+    return [command, *args]
+
+
+def execute_script(call: StepCall) -> StepOutcome:
+    step = call.step
+    assert isinstance(step, ScriptStep)
+    run = call.run
+    ctx = run.step_context(step)
+    name, it = step.name, call.iteration
+    command, *args = render_argv(call)
     cwd = None
     if step.working_dir:
         cwd = run.render(step.working_dir, ctx, step=name, what="working_dir", iteration=it)
@@ -164,13 +175,21 @@ def execute_script(call: StepCall) -> StepOutcome:
                               exit_code=exit_code, stdout=stdout, stderr=stderr,
                               stdout_truncated=out_reader.truncated,
                               stderr_truncated=err_reader.truncated, elapsed=elapsed))
+    return script_outcome(step, it, exit_code, stdout, stderr,
+                          stdout_truncated=out_reader.truncated)
+
+
+def script_outcome(step: ScriptStep, iteration: int, exit_code: int, stdout: str, stderr: str,
+                   *, stdout_truncated: bool = False) -> StepOutcome:
+    """A script step's output from what the process returned, under the step's contract:
+    {exit_code, stdout, stderr} plus stdout's JSON object (strictly checked with `output:`)."""
     output: dict[str, Any] = {"stdout": stdout, "stderr": stderr, "exit_code": exit_code}
     if step.output is None:
         parsed = _json_object(stdout)
         if parsed is not None:
             output.update(parsed)
         return StepOutcome(output, details={"exit_code": exit_code})
-    return StepOutcome(_strict_output(step, output, stdout, out_reader.truncated, it),
+    return StepOutcome(_strict_output(step, output, stdout, stdout_truncated, iteration),
                        details={"exit_code": exit_code})
 
 
