@@ -47,6 +47,7 @@ class LaunchOptions:
     provider: str | None = None
     events: Path | None = None
     json_out: bool = False
+    record: bool = True
 
 
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
@@ -74,7 +75,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(override),
                     answerer=ChainAnswerer(answerers),
                     options=RunOptions(skip_gates=opts.skip_gates, interactive=interactive,
-                                       provider_override=opts.provider),
+                                       provider_override=opts.provider, record=opts.record),
                     run_id=run_id, state=state, start_seq=start_seq)
     answerers.append(StoreAnswerer(store))
     if scripted is not None:

@@ -77,6 +77,9 @@ def run(
         "--provider", "-p", help="Use this provider for every agent.")] = None,
     events: Annotated[Path | None, typer.Option(
         "--events", help="Also write the JSONL event log to this file.")] = None,
+    no_record: Annotated[bool, typer.Option(
+        "--no-record", help="Do not record model exchanges and script output (no replay).")
+    ] = False,
 ) -> None:
     """Run a workflow. Progress goes to stderr, the final output (JSON) to stdout.
 
@@ -88,7 +91,7 @@ def run(
     verbosity = 0 if quiet else (2 if verbose else 1)
     raise typer.Exit(run_command(RunRequest(
         file, inputs or [], input_file, skip_gates, responses, json_out, verbosity, provider,
-        events)))
+        events, record=not no_record)))
 
 
 @app.command()
@@ -168,6 +171,65 @@ def stop(
     from podium.cli.runs_cmd import stop_command
 
     raise typer.Exit(stop_command(run_id, wait))
+
+
+@app.command()
+def replay(
+    run: Annotated[str, typer.Argument(
+        help="A run id (or prefix), or a JSONL event log exported with podium events.",
+        show_default=False)],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the replay report as JSON.")
+                        ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the replayed steps.")
+                       ] = False,
+) -> None:
+    """Re-execute a recorded run offline (no model, no script, no person) and check that the
+    trajectory is identical.
+
+    Exit codes: 0 identical (the final output is printed as run does), 6 diverged (the first
+    differing step and why), 2 not recorded, 3 workflow file missing.
+    """
+    from podium.cli.replay_cmd import replay_command
+
+    raise typer.Exit(replay_command(run, 2 if verbose else 0, json_out))
+
+
+@app.command()
+def fork(
+    run: Annotated[str, typer.Argument(help="The run to fork (id or prefix).",
+                                       show_default=False)],
+    from_step: Annotated[str, typer.Option(
+        "--from", help="STEP or STEP:N (its N-th execution; default its last): replay the "
+        "recording up to it, run live from it.", show_default=False)],
+    inputs: Annotated[list[str] | None, typer.Option(
+        "--input", "-i", help="Change an input NAME=VALUE (repeatable).")] = None,
+    responses: Annotated[Path | None, typer.Option(
+        "--responses", help="Scripted answers for the live part.")] = None,
+    skip_gates: Annotated[bool, typer.Option("--skip-gates")] = False,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Start a new run that reuses a recorded run up to a step and runs live from there."""
+    from podium.cli.replay_cmd import fork_command
+
+    raise typer.Exit(fork_command(run, from_step, inputs or [], responses=responses,
+                                  skip_gates=skip_gates,
+                                  verbosity=0 if quiet else (2 if verbose else 1),
+                                  json_out=json_out))
+
+
+@app.command()
+def diff(
+    run_a: Annotated[str, typer.Argument(help="The first run.", show_default=False)],
+    run_b: Annotated[str, typer.Argument(help="The second run.", show_default=False)],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """Show side by side where two runs took different routes, which outputs differed, and
+    the cost and token difference per agent. Exit 0 when they match, 1 when they differ."""
+    from podium.cli.replay_cmd import diff_command
+
+    raise typer.Exit(diff_command(run_a, run_b, output_format))
 
 
 @app.command()

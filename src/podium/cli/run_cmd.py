@@ -32,6 +32,7 @@ class RunRequest:
     verbosity: int = 1
     provider: str | None = None
     events: Path | None = None
+    record: bool = True
 
 
 def coerce_cli_value(text: str) -> Any:
@@ -146,7 +147,7 @@ def run_command(req: RunRequest) -> int:
     if wf is None:
         return code
     opts = LaunchOptions(req.skip_gates, req.responses, req.verbosity, req.provider, req.events,
-                         req.json_out)
+                         req.json_out, req.record)
     try:
         inputs = parse_inputs(wf, req.inputs, req.input_file)
         store = open_store()

@@ -45,6 +45,17 @@ from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 RunStatus = Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
 
 
+class StepObserver(Protocol):
+    """Watches the loop at its decision points (replay compares them with a recording)."""
+
+    def before_node(self, engine: Engine, node: str) -> None: ...
+
+    def after_step(self, engine: Engine, record: StepRecord) -> None: ...
+
+    def after_route(self, engine: Engine, record: StepRecord,
+                    evaluated: list[dict[str, Any]]) -> None: ...
+
+
 class Checkpointer(Protocol):
     """Observes committed progress (the run store implements it)."""
 
@@ -88,6 +99,9 @@ class Engine:
         self.run_id = run_id or new_run_id()
         self.bus = EventBus(self.run_id, self.clock, start_seq=start_seq)
         self.options = options or RunOptions()
+        if not self.options.record:
+            self.bus.drop = frozenset(UNRECORDED_EVENTS)
+        self.bus.redact = secret_values(workflow)
         wf = workflow.workflow
         self.state = state or RunState(inputs=inputs, max_iterations=wf.limits.max_iterations)
         self.resumed = state is not None
@@ -118,6 +132,9 @@ class Engine:
         # Executors by step type; tests may replace one (e.g. stub scripts) before run().
         self.executors: dict[str, Callable[[StepCall], StepOutcome]] = dict(EXECUTORS)
         self.executors["workflow"] = self._run_subworkflow
+        self.observer: StepObserver | None = None
+        # Called with each child engine a sub-workflow step creates (replay attaches to it).
+        self.child_hook: Callable[[Engine, str, int, str], None] | None = None
         self.outer_deadline: float | None = None  # a parent run's deadline bounds a child's
         self.subworkflow_cache: dict[Path, WorkflowFile] = {}
 
@@ -144,7 +161,7 @@ class Engine:
                                  entry_point=start or wf.entry_point, inputs=self.state.inputs,
                                  podium_version=__version__,
                                  max_iterations=self.state.max_iterations,
-                                 resumed=self.resumed))
+                                 resumed=self.resumed, recorded=self.options.record))
         restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
             return self._loop(start or wf.entry_point)
@@ -167,6 +184,8 @@ class Engine:
                 if step is None:
                     raise RunError(f"'{node}' is not a step or group of this workflow",
                                    step=node)
+                if self.observer is not None:
+                    self.observer.before_node(self, node)
                 self.check_iterations(node, len(step.agents)
                                       if isinstance(step, ParallelGroup) else 1)
                 outcome = self._execute(step)
@@ -242,6 +261,8 @@ class Engine:
             cached_tokens=u.cached_tokens if u else 0, cost_usd=u.cost_usd if u else None,
             priced=u.priced if u else True))
         self._account(step.name, None if outcome.usage_rows else u, outcome.usage_rows)
+        if self.observer is not None:
+            self.observer.after_step(self, state.records[-1])
         self._check_timeout(None, after=step.name)
         return outcome
 
@@ -276,11 +297,13 @@ class Engine:
                                      route_index=outcome.route_index,
                                      kind="option" if outcome.route_kind == "option" else "when"))
             record.route_to = nxt
+            self._observe_route(record, [])
             return nxt, None
         if not step.routes:
             self.bus.emit(RouteTaken(from_step=step.name, to_step=END, route_index=-1,
                                      kind="implicit"))
             record.route_to = END
+            self._observe_route(record, [])
             return END, None
         scope = self.services.full_context()
         scope["output"] = outcome.output
@@ -293,7 +316,12 @@ class Engine:
                                  kind="when" if route and route.when else "default",
                                  evaluated=decision.evaluated))
         record.route_to = decision.target
+        self._observe_route(record, decision.evaluated)
         return decision.target, route
+
+    def _observe_route(self, record: StepRecord, evaluated: list[dict[str, Any]]) -> None:
+        if self.observer is not None:
+            self.observer.after_route(self, record, evaluated)
 
     # ----------------------------------------------------------------- limits
 
@@ -500,6 +528,16 @@ class ChildParked(RunError):
         self.request = request
 
 
-def environment_seed() -> dict[str, str]:
-    """Environment values a run may read (recorded for replay by the store)."""
-    return {k: v for k, v in os.environ.items() if k.startswith("PODIUM_")}
+# What the outside world gave a run; not kept when recording is off.
+UNRECORDED_EVENTS = ("model_exchange", "script_output", "mcp_called")
+
+# Environment variables whose values are secrets even when the workflow does not say so.
+SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                    "AZURE_OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
+                    "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN")
+
+
+def secret_values(workflow: WorkflowFile) -> dict[str, str]:
+    """Values never to record, by variable name: the workflow's `secrets:` and API keys."""
+    names = {*SECRET_VARIABLES, *workflow.workflow.secrets}
+    return {n: v for n in names if len(v := os.environ.get(n, "")) >= 4}

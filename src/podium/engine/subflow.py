@@ -156,6 +156,8 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     child.services.cancel = parent.services.cancel
     child.outer_deadline = parent.services.deadline
     child.subworkflow_cache = parent.subworkflow_cache
+    if parent.child_hook is not None:
+        parent.child_hook(child, step.name, it, slot)
     if existing is not None:
         child.restore_usage(existing.usage)
     elif parent.store is not None:

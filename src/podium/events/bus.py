@@ -6,6 +6,7 @@ never break the run or stop the other sinks.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from typing import Any, Protocol
@@ -31,16 +32,22 @@ class EventBus:
         self.sinks: list[Sink] = []
         self._broken: set[int] = set()
         self._lock = threading.Lock()
+        self.drop: frozenset[str] = frozenset()  # event types not to record
+        self.redact: dict[str, str] = {}  # secret values, by name, never to record
 
     def add(self, sink: Sink) -> None:
         self.sinks.append(sink)
 
     def emit(self, event: Event) -> Event:
+        if event.type in self.drop:
+            return event
         with self._lock:
             self.seq += 1
             stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
                                                "ts": self.clock.now(),
                                                "parent_run_id": self.parent_run_id})
+            if self.redact:
+                stamped = self._redacted(stamped)
             for i, sink in enumerate(self.sinks):
                 if i in self._broken:
                     continue
@@ -51,6 +58,20 @@ class EventBus:
                     sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
                                      f"disabled: {type(exc).__name__}: {exc}\n")
         return stamped
+
+    def _redacted(self, event: Event) -> Event:
+        text = event.model_dump_json()
+        found = False
+        for name, value in self.redact.items():
+            quoted = json.dumps(value)[1:-1]
+            if quoted in text:
+                text = text.replace(quoted, f"<secret:{name}>")
+                found = True
+        if not found:
+            return event
+        from podium.events.model import parse_event
+
+        return parse_event(json.loads(text))
 
     def close(self) -> None:
         for sink in self.sinks:

@@ -38,6 +38,9 @@ class RunStarted(Event):
     podium_version: str
     max_iterations: int
     resumed: bool = False
+    recorded: bool = True
+    replay_of: str | None = None
+    forked_from: str | None = None
 
 
 class RunFinished(Event):

@@ -1,0 +1,1 @@
+"""Recordings of runs: replay, fork and diff."""

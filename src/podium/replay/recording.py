@@ -1,0 +1,115 @@
+"""A run's recording: what the outside world gave it, read back from its events.
+
+Model exchanges, script results, gate answers, limit grants, waits and MCP calls are keyed by
+(step, execution); the trajectory is the list of steps the run took with their outputs and
+routes, and the final status and output. Sub-workflow runs have recordings of their own.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class TrajectoryStep:
+    step: str
+    step_type: str
+    iteration: int
+    output: Any
+    route_to: str | None
+    route_index: int | None
+    evaluated: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class Recording:
+    run_id: str
+    workflow: str
+    workflow_path: str
+    workflow_hash: str
+    inputs: dict[str, Any]
+    recorded: bool
+    exchanges: dict[Key, list[dict[str, Any]]] = field(default_factory=dict)
+    prompts: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    scripts: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    mcp: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    waits: dict[Key, Any] = field(default_factory=dict)
+    gates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    grants: list[int] = field(default_factory=list)
+    trajectory: list[TrajectoryStep] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    children: dict[tuple[str, int, str], Recording] = field(default_factory=dict)
+
+
+def recording_from_events(events: list[dict[str, Any]],
+                          children: dict[tuple[str, int, str], Recording] | None = None
+                          ) -> Recording:
+    """Build a recording from one run's events (in seq order)."""
+    start = next((e for e in events if e["type"] == "run_started"), None)
+    if start is None:
+        raise ValueError("the events hold no run_started event")
+    rec = Recording(start["run_id"], start["workflow"], start["workflow_path"],
+                    start["workflow_hash"], dict(start.get("inputs", {})),
+                    recorded=bool(start.get("recorded", True)), children=children or {})
+    exchanges: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+    gates: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pending: dict[str, Any] | None = None
+    for e in events:
+        t = e["type"]
+        if t == "model_exchange":
+            exchanges[(e["step"], int(e["iteration"]))].append(e)
+        elif t == "prompt_rendered":
+            rec.prompts[(e["step"], int(e["iteration"]))] = e
+        elif t == "script_output":
+            rec.scripts[(e["step"], int(e["iteration"]))] = e
+        elif t == "mcp_called":
+            rec.mcp[(e["step"], int(e["iteration"]))] = e
+        elif t == "gate_answered" and e.get("kind", "human_gate") == "human_gate":
+            gates[e["step"]].append(e)
+        elif t == "limit_resolved" and e.get("limit") == "iterations":
+            rec.grants.append(int(e.get("granted", 0)))
+        elif t == "step_finished" and not e.get("group"):
+            if e["step_type"] == "wait":
+                rec.waits[(e["step"], int(e["iteration"]))] = e.get("output")
+            pending = e
+            rec.trajectory.append(TrajectoryStep(e["step"], e["step_type"], int(e["iteration"]),
+                                                 e.get("output"), None, None))
+        elif t == "route_taken" and pending is not None and e["from_step"] == pending["step"]:
+            last = rec.trajectory[-1]
+            rec.trajectory[-1] = TrajectoryStep(last.step, last.step_type, last.iteration,
+                                                last.output, e["to_step"], e.get("route_index"),
+                                                tuple(e.get("evaluated", ())))
+            pending = None
+        elif t == "run_finished":
+            rec.final = e
+    rec.exchanges = {k: sorted(v, key=lambda x: int(x.get("attempt", 1)))
+                     for k, v in exchanges.items()}
+    rec.gates = dict(gates)
+    for e in events:
+        if e["type"] == "step_finished" and (e.get("input_tokens") or e.get("output_tokens")):
+            row = rec.usage.setdefault(e["step"], {"input_tokens": 0, "output_tokens": 0,
+                                                   "cost_usd": 0.0, "priced": True,
+                                                   "model": e.get("model")})
+            row["input_tokens"] += int(e.get("input_tokens", 0))
+            row["output_tokens"] += int(e.get("output_tokens", 0))
+            if e.get("cost_usd") is None:
+                row["priced"] = False
+            else:
+                row["cost_usd"] += float(e["cost_usd"])
+    return rec
+
+
+def load_recording(store: Any, run_id: str) -> Recording:
+    """A stored run's recording, with the recordings of its sub-workflow runs."""
+    children: dict[tuple[str, int, str], Recording] = {}
+    for child in store.list_runs(parent=run_id, limit=100_000):
+        opts = child.options or {}
+        key = (str(opts.get("parent_step")), int(opts.get("parent_iteration") or 0),
+               str(opts.get("slot")))
+        children[key] = load_recording(store, child.id)
+    return recording_from_events(store.events(run_id), children)
