@@ -109,6 +109,8 @@ def replay_recording(recording: Recording, verbosity: int = 0) -> dict[str, Any]
                                        else control.replayed_steps) + 1,
                 "step": div.step, "kind": div.kind, "why": str(div)}
     mismatches = []
+    if result.error is not None:
+        mismatches.append(f"the replay stopped with an error: {result.error}")
     if result.status != final.get("status"):
         mismatches.append(f"status {result.status} instead of {final.get('status')}")
     if _canon(result.output) != _canon(final.get("output")):

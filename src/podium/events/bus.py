@@ -59,19 +59,22 @@ class EventBus:
                                      f"disabled: {type(exc).__name__}: {exc}\n")
         return stamped
 
-    def _redacted(self, event: Event) -> Event:
-        text = event.model_dump_json()
-        found = False
+    def redact_json(self, text: str) -> str:
+        """JSON text with every secret value replaced by `<secret:NAME>`."""
         for name, value in self.redact.items():
             quoted = json.dumps(value)[1:-1]
             if quoted in text:
                 text = text.replace(quoted, f"<secret:{name}>")
-                found = True
-        if not found:
+        return text
+
+    def _redacted(self, event: Event) -> Event:
+        text = event.model_dump_json()
+        clean = self.redact_json(text)
+        if clean == text:
             return event
         from podium.events.model import parse_event
 
-        return parse_event(json.loads(text))
+        return parse_event(json.loads(clean))
 
     def close(self) -> None:
         for sink in self.sinks:

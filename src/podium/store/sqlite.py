@@ -1,9 +1,12 @@
 """The SQLite run store: one file under PODIUM_HOME, WAL journal, versioned migrations.
 
-Events are written as they happen; the events that complete a step (step_finished,
-route_taken) wait in the open transaction for the checkpoint that follows them, so a step is
-committed together with the state after it, or not at all. A file that is not a valid
-database is reported and never overwritten.
+Events are written as they happen; the events that complete a step (gate_answered,
+step_finished, route_taken, and the consumption of a parked gate's answer) wait in the open
+transaction for the checkpoint that follows them, so a step is committed together with the
+state after it, or not at all. The last checkpoint of a run (after a terminate step or a route
+to $end) also waits, for run_finished: a run is never committed as complete-but-unfinished. A
+file that is not a valid database (wrong header, truncated, unreadable rows) is reported and
+never overwritten.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.events.model import Checkpointed, Event
+from podium.spec.model import END
 from podium.store.base import (
     Checkpoint,
     GateRecord,
@@ -94,13 +98,21 @@ MIGRATIONS: list[str] = [
 ]
 
 # Events that complete a step wait for the checkpoint's commit.
-_DEFERRED = frozenset({"step_finished", "route_taken"})
+_DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
+_HEADER = b"SQLite format 3\x00"
 _JSON_COLUMNS = frozenset({"inputs", "output", "options"})
 _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _defers(event: Event) -> bool:
+    """Does this event wait in the open transaction (for a checkpoint or run_finished)?"""
+    if event.type in _DEFERRED:
+        return True
+    return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
 class SQLiteStore:
@@ -118,41 +130,90 @@ class SQLiteStore:
         try:
             self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
                                       timeout=10.0)
+        except sqlite3.Error as exc:
+            raise self._corrupt(exc) from None
+        try:
             self.db.execute("PRAGMA busy_timeout=10000")
+            self._check_version()
             mode = self.db.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None:
                 raise sqlite3.DatabaseError("cannot set the journal mode")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise self._corrupt(exc) from None
+        except BaseException as exc:
+            self.db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self._corrupt(exc) from None
+            raise
 
     # ------------------------------------------------------------------ opening
 
     def _check_header(self) -> None:
+        """Refuse, before SQLite touches it, a file that is not a whole SQLite database: SQLite
+        itself reads a cut-off last page as zeros, and would write over the damage."""
         if not self.path.exists():
             return
         try:
             with self.path.open("rb") as fh:
-                head = fh.read(16)
+                head = fh.read(100)
+                size = fh.seek(0, 2)
         except OSError as exc:
             raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
-        if head and head != b"SQLite format 3\x00":
-            raise StoreError(f"the run store {self.path} is not a SQLite database (corrupted?). "
-                             "It was left untouched: move it aside to start a new store, or "
-                             "set PODIUM_HOME to another folder")
+        if not head:
+            return  # an empty file holds nothing yet (SQLite starts a database in it)
+        if not (_HEADER.startswith(head) if len(head) < 16 else head[:16] == _HEADER):
+            raise self._untouched("is not a SQLite database (corrupted?)")
+        if len(head) < 100:
+            raise self._untouched(f"is truncated ({size} bytes, shorter than its header)")
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        if page < 512 or page & (page - 1):
+            raise self._untouched("is corrupted (its header names an impossible page size)")
+        pages = int.from_bytes(head[28:32], "big")
+        counted = head[24:28] == head[92:96]  # the header's page count is current
+        if self._wal_pending():
+            return  # SQLite recovers from the log; the file may be mid-checkpoint
+        if size % page:
+            raise self._untouched(f"is truncated ({size} bytes, not a whole number of "
+                                  f"{page}-byte pages)")
+        if counted and size < pages * page:
+            raise self._untouched(f"is truncated ({size} bytes; its header says {pages} pages "
+                                  f"of {page} bytes)")
+
+    def _wal_pending(self) -> bool:
+        """A non-empty write-ahead log may hold pages a crashed checkpoint had not copied."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            return wal.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _untouched(self, what: str) -> StoreError:
+        return StoreError(f"the run store {self.path} {what}. It was left untouched: move it "
+                          "aside to start a new store, or set PODIUM_HOME to another folder")
 
     def _corrupt(self, exc: Exception) -> StoreError:
-        return StoreError(f"the run store {self.path} cannot be used: {exc}. It was left "
-                          "untouched: move it aside to start a new store, or set PODIUM_HOME "
-                          "to another folder")
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return StoreError(f"the run store {self.path} is busy: another podium process "
+                              "held it for more than 10 s; try again")
+        return self._untouched(f"cannot be used: {exc}")
 
-    def _migrate(self) -> None:
+    def _check_version(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(f"the run store {self.path} was written by a newer podium "
-                             f"(schema {version}, this podium knows {SCHEMA_VERSION})")
+                             f"(schema {version}, this podium knows {SCHEMA_VERSION}); it was "
+                             "left untouched: upgrade podium, or set PODIUM_HOME to another "
+                             "folder")
+        if version == 0:
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise self._untouched("is a SQLite database of another program (it has tables "
+                                      "but no podium schema version)")
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             self.db.execute("SELECT count(*) FROM runs").fetchone()
             return
@@ -208,13 +269,22 @@ class SQLiteStore:
             self._write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
                         f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
 
+    def _loads(self, text: str, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise self._untouched(f"is corrupted ({what} is not readable JSON: {exc})") from None
+
     def _record(self, row: dict[str, Any]) -> RunRecord:
         data = dict(row)
         for c in _JSON_COLUMNS:
             if data.get(c) is not None:
-                data[c] = json.loads(data[c])
+                data[c] = self._loads(data[c], f"run {data.get('id')} {c}")
         data["cost_partial"] = bool(data["cost_partial"])
-        return RunRecord(**data)
+        try:
+            return RunRecord(**data)
+        except TypeError as exc:
+            raise self._untouched(f"is corrupted (run row: {exc})") from None
 
     def get_run(self, run_id: str) -> RunRecord:
         rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
@@ -272,10 +342,9 @@ class SQLiteStore:
         with self._lock:
             self._begin()
             self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
-                        (event.run_id, event.seq, event.type, event.ts,
-                         event.model_dump_json(exclude_none=True)))
+                        (event.run_id, event.seq, event.type, event.ts, event.model_dump_json()))
             self._summarise(event)
-            if event.type not in _DEFERRED:
+            if not _defers(event):
                 self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
                             (event.seq, event.ts, event.run_id))
                 self.db.execute("COMMIT")
@@ -287,31 +356,35 @@ class SQLiteStore:
         if t == "step_started":
             self._write("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
                         (d.step, event.run_id))
-        elif t == "step_finished":
-            self._write("UPDATE runs SET iterations = iterations + 1, "
+        elif t == "step_finished" and d.group is None:
+            # A group member's usage is in its group's own step_finished: counted once there.
+            self._write("UPDATE runs SET "
                         "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
                         "cost_usd = cost_usd + ?, cost_partial = cost_partial OR ? WHERE id = ?",
                         (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
                          int(not d.priced), event.run_id))
+        elif t == "checkpoint":
+            self._write("UPDATE runs SET iterations = ? WHERE id = ?",
+                        (d.run_iteration, event.run_id))
         elif t == "run_started":
             self._write("UPDATE runs SET status = 'running' WHERE id = ?", (event.run_id,))
         elif t == "run_finished":
             self._write("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
-                        "terminal = ?, reason = ?, finished_at = ?, current_step = ? "
-                        "WHERE id = ?",
+                        "terminal = ?, reason = ?, finished_at = ?, current_step = ?, "
+                        "iterations = ? WHERE id = ?",
                         (d.status, d.exit_code, _dumps(d.output) if d.output is not None
                          else None, d.message, d.terminal, d.reason,
                          None if d.status == "waiting" else event.ts,
                          d.step if d.status in ("waiting", "error", "limit", "interrupted")
-                         else d.terminal, event.run_id))
+                         else d.terminal, d.iterations, event.run_id))
 
     def handle(self, event: Event) -> None:
         self.append_event(event)
 
     def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
-        rows = self._read("SELECT body FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-                          (run_id, after_seq))
-        return [json.loads(r["body"]) for r in rows]
+        rows = self._read("SELECT seq, body FROM events WHERE run_id = ? AND seq > ? "
+                          "ORDER BY seq", (run_id, after_seq))
+        return [self._loads(r["body"], f"event {r['seq']} of run {run_id}") for r in rows]
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -331,12 +404,15 @@ class SQLiteStore:
             return None
         r = rows[0]
         return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"],
-                          json.loads(r["state"]), r["created_at"])
+                          self._loads(r["state"], f"the checkpoint of run {run_id}"),
+                          r["created_at"])
 
     def committed(self, engine: Any, next_node: str | None) -> None:
         """The engine's Checkpointer hook: commit the state after a completed step."""
         state = engine.state.to_json()
         state.pop("records", None)
+        if engine.bus.redact:  # secrets are never stored, in checkpoints either
+            state = json.loads(engine.bus.redact_json(_dumps(state)))
         last = engine.state.records[-1].step if engine.state.records else None
         self.save_checkpoint(Checkpoint(engine.run_id, engine.bus.seq + 1, last, next_node,
                                         state, time.time()))
@@ -366,7 +442,10 @@ class SQLiteStore:
                 raise StoreError(f"gate {gate_id} is not open (already answered?)")
 
     def consume_gate(self, gate_id: int) -> None:
+        """Mark a gate used. Inside a run this joins the step's transaction: an answer is
+        consumed only together with the completion of the step that used it."""
         with self._lock:
+            self._begin()
             self._write("UPDATE gates SET status = 'consumed' WHERE id = ?", (gate_id,))
 
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
@@ -382,8 +461,9 @@ class SQLiteStore:
         rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
         out = []
         for r in rows:
-            r["options"] = json.loads(r["options"])
-            r["additional_input"] = json.loads(r["additional_input"] or "{}")
+            r["options"] = self._loads(r["options"], f"gate {r['id']} options")
+            r["additional_input"] = self._loads(r["additional_input"] or "{}",
+                                                f"gate {r['id']} additional input")
             out.append(GateRecord(**r))
         return out
 
