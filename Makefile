@@ -10,6 +10,7 @@ demo: install
 	$(UV) run --frozen examples/dev-review/demo.sh
 
 test: install
+	scripts/test-deps.sh
 	$(UV) run --frozen python -m pytest -q
 
 lint: install
