@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
-from jinja2.runtime import Undefined
+from jinja2.runtime import Context, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
 MAX_RENDER_CHARS = 2_000_000
+TOO_DEEP = "nesting too deep to read"
+MAX_INT_BITS = 100_000  # integer results beyond this are refused: they only burn CPU
 
 
 class RenderFailure(Exception):
@@ -51,7 +53,14 @@ def _finalize(value: Any) -> Any:
 
 
 class _Env(SandboxedEnvironment):
-    """Sandboxed, strict, and reading dict keys before attributes (`x.items` is key 'items')."""
+    """Sandboxed, strict, and reading dict keys before attributes (`x.items` is key 'items').
+
+    `*`, `**` and `+` are checked before they run, so that `'x' * 10**9` or `2 ** (10**9)`
+    fail at once instead of exhausting memory or spinning in C code that no timeout can
+    interrupt (and Jinja does not fold them at compile time).
+    """
+
+    intercepted_binops = frozenset({"*", "**", "+"})
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, dict):
@@ -59,6 +68,43 @@ class _Env(SandboxedEnvironment):
                 return obj[attribute]
             return self.undefined(obj=obj, name=attribute)
         return super().getattr(obj, attribute)
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        if _int_bits(operator, left, right) > MAX_INT_BITS:
+            raise SecurityError(f"'{operator}' would build a number of more than "
+                                f"{MAX_INT_BITS:,} bits")
+        if _result_size(operator, left, right) > MAX_RENDER_CHARS:
+            raise SecurityError(f"'{operator}' would build a value larger than "
+                                f"{MAX_RENDER_CHARS:,} items")
+        return super().call_binop(context, operator, left, right)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_bits(operator: str, left: Any, right: Any) -> int:
+    """An upper bound of the bit length of an integer product or power, 0 otherwise."""
+    if not (_is_int(left) and _is_int(right)):
+        return 0
+    if operator == "**":
+        return math.ceil(right * math.log2(abs(left))) if right > 0 and abs(left) > 1 else 0
+    if operator == "*":
+        return int(left.bit_length() + right.bit_length())
+    return 0
+
+
+def _result_size(operator: str, left: Any, right: Any) -> int:
+    """The length of a repeated or concatenated string/list, 0 for anything else."""
+    if operator == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
+                    and not isinstance(n, bool):
+                return len(seq) * max(n, 0)
+    if operator == "+" and isinstance(left, Sized) and isinstance(right, Sized) \
+            and not isinstance(left, Mapping):
+        return len(left) + len(right)
+    return 0
 
 
 def make_environment() -> SandboxedEnvironment:
@@ -114,6 +160,8 @@ class TemplateEngine:
             except TemplateSyntaxError as exc:
                 raise RenderFailure("syntax", f"template syntax error: {exc.message}",
                                     lineno=exc.lineno) from None
+            except RecursionError:
+                raise RenderFailure("syntax", TOO_DEEP) from None
             self._cache[key] = hit
         return hit
 
@@ -127,6 +175,8 @@ class TemplateEngine:
             except TemplateSyntaxError as exc:
                 raise RenderFailure("syntax", f"expression syntax error: {exc.message}",
                                     lineno=exc.lineno) from None
+            except RecursionError:
+                raise RenderFailure("syntax", TOO_DEEP) from None
             self._cache[key] = hit
         return hit
 
@@ -135,21 +185,27 @@ class TemplateEngine:
         if "{" not in source:
             return source
         compiled = self.compile(source)
+        too_large = RenderFailure("size", f"template output is larger than "
+                                          f"{MAX_RENDER_CHARS:,} characters")
+        parts: list[str] = []
+        size = 0
         try:
-            out: str = compiled.template.render(context)
+            for part in compiled.template.generate(context):  # stop a runaway loop early
+                size += len(part)
+                if size > MAX_RENDER_CHARS:
+                    raise too_large
+                parts.append(part)
         except UndefinedError as exc:
             raise RenderFailure("undefined", _undefined_message(exc)) from None
         except SecurityError as exc:
             raise RenderFailure("security", f"not allowed in a template: {exc}") from None
         except JinjaTemplateError as exc:
             raise RenderFailure("error", f"template failed: {exc}") from None
-        except (TypeError, ValueError, ArithmeticError, LookupError, OverflowError,
-                RecursionError) as exc:
+        except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
             raise RenderFailure("error", f"template failed: {type(exc).__name__}: {exc}") from None
-        if len(out) > MAX_RENDER_CHARS:
-            raise RenderFailure("size", f"template output is larger than {MAX_RENDER_CHARS:,} "
-                                        "characters")
-        return out
+        except MemoryError:
+            raise too_large from None
+        return "".join(parts)
 
     def evaluate(self, source: str, context: Mapping[str, Any]) -> Any:
         """Evaluate a bare expression (e.g. `exit_code == 0`) to a Python value."""
@@ -162,15 +218,19 @@ class TemplateEngine:
             raise RenderFailure("security", f"not allowed in an expression: {exc}") from None
         except JinjaTemplateError as exc:
             raise RenderFailure("error", f"expression failed: {exc}") from None
-        except (TypeError, ValueError, ArithmeticError, LookupError, OverflowError,
-                RecursionError) as exc:
+        except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
             raise RenderFailure("error", f"expression failed: {type(exc).__name__}: {exc}") \
                 from None
+        except MemoryError:
+            raise RenderFailure("size", "expression result is too large") from None
         if isinstance(value, Undefined):
             try:
                 str(value)
             except UndefinedError as exc:
                 raise RenderFailure("undefined", _undefined_message(exc)) from None
+            except SecurityError as exc:  # an unsafe attribute, e.g. `x.__class__`
+                raise RenderFailure("security", f"not allowed in an expression: {exc}") \
+                    from None
         return value
 
     def parse(self, source: str) -> nodes.Template:
@@ -180,6 +240,8 @@ class TemplateEngine:
         except TemplateSyntaxError as exc:
             raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
                 from None
+        except RecursionError:
+            raise RenderFailure("syntax", TOO_DEEP) from None
 
     def parse_expression(self, source: str) -> nodes.Expr:
         """The Jinja AST of a bare expression."""
@@ -188,6 +250,8 @@ class TemplateEngine:
         except TemplateSyntaxError as exc:
             raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
                 from None
+        except RecursionError:
+            raise RenderFailure("syntax", TOO_DEEP) from None
         body = template.body
         if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
             raise RenderFailure("syntax", "not a single expression")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from podium.spec.model import END, HumanGateStep, TerminateStep, WorkflowFile
+from podium.spec.model import END, HumanGateStep, Route, TerminateStep, WorkflowFile
 
 EdgeKind = Literal["when", "default", "option", "implicit"]
 
@@ -188,12 +189,9 @@ class RouteGraph:
         return out
 
 
-def _route_edges(name: str, routes: list[object]) -> list[Edge]:
-    from podium.spec.model import Route
-
+def _route_edges(name: str, routes: Sequence[Route]) -> list[Edge]:
     edges: list[Edge] = []
     for i, r in enumerate(routes):
-        assert isinstance(r, Route)
         edges.append(Edge(name, r.to, "when" if r.when is not None else "default", i, r.when))
     if not routes:
         edges.append(Edge(name, END, "implicit", -1))

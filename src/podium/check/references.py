@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from jinja2 import nodes
 
+from podium.templating import TOO_DEEP, RenderFailure
+
 GUARD_FILTERS = frozenset({"default", "d"})
 JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "namespace",
                            "true", "false", "none", "True", "False", "None", "loop"})
@@ -64,10 +66,18 @@ def _chain(node: nodes.Node) -> tuple[nodes.Name, tuple[str, ...]] | None:
             return None
 
 
+def _target_names(target: nodes.Node) -> set[str]:
+    """Names bound by an assignment or loop target (`x`, or `a, b`)."""
+    if isinstance(target, nodes.Name):
+        return {target.name}
+    return {n.name for n in target.find_all(nodes.Name)}
+
+
 def _defined_tests(node: nodes.Node) -> set[str]:
     """Roots tested with `is defined` (or `is not undefined`) anywhere inside `node`."""
     found: set[str] = set()
-    for test in node.find_all(nodes.Test):
+    tests = [node] if isinstance(node, nodes.Test) else []  # find_all skips the node itself
+    for test in [*tests, *node.find_all(nodes.Test)]:
         if test.name in ("defined", "undefined"):
             got = _chain(test.node)
             if got:
@@ -84,12 +94,19 @@ class _Collector:
     def visit(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
         if isinstance(node, (nodes.For,)):
             self.visit(node.iter, local, guards)
-            names = {n.name for n in node.target.find_all(nodes.Name)}
+            names = _target_names(node.target)
             inner = local | names | {"loop"}
             for child in node.body + node.else_:
                 self.visit(child, inner, guards)
             if node.test is not None:
                 self.visit(node.test, inner, guards)
+            return
+        if isinstance(node, nodes.With):
+            for value in node.values:
+                self.visit(value, local, guards)
+            inner = local | {n for t in node.targets for n in _target_names(t)}
+            for child in node.body:
+                self.visit(child, inner, guards)
             return
         if isinstance(node, (nodes.Macro, nodes.CallBlock)):
             params = {a.name for a in node.args}
@@ -174,9 +191,20 @@ class _Collector:
 
 
 def collect_refs(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
-    """All free-name references and filter/test uses in a template or expression AST."""
-    assigned = frozenset(n.name for a in tree.find_all((nodes.Assign, nodes.AssignBlock))
-                         for n in a.target.find_all(nodes.Name))
+    """All free-name references and filter/test uses in a template or expression AST.
+
+    Raises RenderFailure when the tree nests too deeply to walk.
+    """
+    try:
+        return _collect(tree)
+    except RecursionError:
+        raise RenderFailure("syntax", TOO_DEEP) from None
+
+
+def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
+    targets = [a.target for a in tree.find_all(nodes.Assign)]
+    targets += [a.target for a in tree.find_all(nodes.AssignBlock)]
+    assigned = frozenset(n for t in targets for n in _target_names(t))
     imported = frozenset(i.target for i in tree.find_all(nodes.Import))
     from_imported = frozenset(
         (n if isinstance(n, str) else n[1]) for i in tree.find_all(nodes.FromImport)

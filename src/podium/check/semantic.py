@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from podium.check.graph import RouteGraph
-from podium.check.references import JINJA_GLOBALS, Ref, collect_refs
-from podium.spec.diagnostics import KeyPath, did_you_mean
+from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
+from podium.spec.diagnostics import KeyPath, Severity, closest, did_you_mean
 from podium.spec.load import LoadResult
 from podium.spec.model import (
     END,
@@ -33,6 +33,7 @@ from podium.spec.model import (
     WaitStep,
     WorkflowStep,
 )
+from podium.spec.source import display_path
 from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition, is_template
 
 WORKFLOW_ATTRS = ("input", "dir", "file", "name", "description")
@@ -43,6 +44,7 @@ TERMINATE_OUTPUT = ("status", "reason", "terminated_by")
 QUESTIONS_OUTPUT = ("answers", "items", "transcript", "answered_count", "skipped_count",
                     "answered_any", "outcome")
 SCRIPT_BUILTINS = ("exit_code", "stdout", "stderr")
+STEP_ATTRS = ("output", "outputs", "errors", "count")  # what `X.<attr>` reads of a step/group
 
 
 @dataclass(frozen=True)
@@ -87,30 +89,35 @@ class Checker:
         self.inputs = model.workflow.input
         self.mode = model.workflow.context.mode
         self.step_index = {s.name: i for i, s in reversed(list(enumerate(model.agents)))}
+        # set when a route, option or member names an unknown step: the graph then has holes,
+        # and reachability or path warnings would only repeat that error
+        self.graph_broken = False
+        self._analysed: dict[tuple[str, bool], tuple[list[Ref], list[UsedName]]
+                             | RenderFailure] = {}
 
     # ------------------------------------------------------------------ helpers
 
-    def err(self, path: KeyPath, msg: str, hint: str | None = None, code: str = "invalid",
+    def err(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "invalid",
             at: str = "key") -> None:
         self.result.error(path, msg, hint, code=code, at=at)
 
-    def warn(self, path: KeyPath, msg: str, hint: str | None = None, code: str = "warning",
+    def warn(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "warning",
              at: str = "key") -> None:
         self.result.warning(path, msg, hint, code=code, at=at)
 
     def step_path(self, name: str) -> KeyPath:
         if name in self.step_index:
             return ("agents", self.step_index[name])
-        for i, g in enumerate(self.wf.parallel):
-            if g.name == name:
+        for i, pg in enumerate(self.wf.parallel):
+            if pg.name == name:
                 return ("parallel", i)
-        for i, g in enumerate(self.wf.for_each):
-            if g.name == name:
+        for i, fe in enumerate(self.wf.for_each):
+            if fe.name == name:
                 return ("for_each", i)
         return ()
 
     def target_names(self) -> list[str]:
-        return sorted(self.all_names) + [END]
+        return [*sorted(self.all_names), END]
 
     # ------------------------------------------------------------------ run all
 
@@ -136,6 +143,7 @@ class Checker:
         reserved = {"workflow", "context", "output", END}
         for name, path in items:
             if name in seen:
+                self.graph_broken = True  # which of the two do routes mean?
                 first = self.result.smap.key(seen[name])
                 self.err(path, f"duplicate name '{name}' (first defined at line {first.line})",
                          "every step and group needs its own name", code="duplicate-name",
@@ -150,14 +158,17 @@ class Checker:
 
     def _check_target(self, path: KeyPath, target: str) -> None:
         if target != END and target not in self.all_names:
-            self.err(path, f"unknown step '{target}'",
-                     did_you_mean(target, self.target_names()) or
-                     f"targets are step or group names, or {END}", code="unknown-step",
-                     at="value")
+            self.graph_broken = True
+            names = self.target_names()
+            listed = (f"one of: {', '.join(names)}" if len(names) <= 8
+                      else f"targets are step or group names, or {END}")
+            self.err(path, f"unknown step '{target}'", did_you_mean(target, names) or listed,
+                     code="unknown-step", at="value")
 
     def check_targets(self) -> None:
         entry = self.wf.workflow.entry_point
         if entry not in self.all_names:
+            self.graph_broken = True
             self.err(("workflow", "entry_point"), f"entry point '{entry}' is not a step or group",
                      did_you_mean(entry, sorted(self.all_names)), code="unknown-step",
                      at="value")
@@ -175,10 +186,11 @@ class Checker:
                     values.add(o.value)
             if isinstance(step, QuestionsStep) and step.abort_route != END:
                 self._check_target(("agents", i, "abort_route"), step.abort_route)
-        for kind, groups in (("parallel", self.wf.parallel), ("for_each", self.wf.for_each)):
-            for i, g in enumerate(groups):
-                for j, r in enumerate(g.routes):
-                    self._check_target((kind, i, "routes", j, "to"), r.to)
+        group_routes = [(("parallel", i), g.routes) for i, g in enumerate(self.wf.parallel)]
+        group_routes += [(("for_each", i), g.routes) for i, g in enumerate(self.wf.for_each)]
+        for base, routes in group_routes:
+            for j, r in enumerate(routes):
+                self._check_target((*base, "routes", j, "to"), r.to)
 
     # ------------------------------------------------------------------ route rules
 
@@ -235,6 +247,7 @@ class Checker:
             path: KeyPath = ("parallel", i, "agents", j)
             step = self.steps.get(member)
             if step is None:
+                self.graph_broken = True
                 self.err(path, f"unknown step '{member}'",
                          did_you_mean(member, sorted(self.steps)), code="unknown-step",
                          at="value")
@@ -243,13 +256,13 @@ class Checker:
                 self.err(path, f"'{member}' is a {step.type} step; parallel members must be "
                          "agent or set steps", code="group-member", at="value")
             if step.routes:
-                self.err(self.step_path(member) + ("routes",),
+                self.err((*self.step_path(member), "routes"),
                          f"'{member}' is a member of parallel group '{g.name}' and cannot have "
-                         "routes (the group routes)", code="group-member")
+                         "routes", f"give the routes to '{g.name}'", code="group-member")
             siblings = set(g.agents) - {member}
             for decl in self._declared(step):
                 if decl.chain[0] in siblings:
-                    self.err(self.step_path(member) + ("input",),
+                    self.err((*self.step_path(member), "input"),
                              f"'{member}' reads its sibling '{decl.chain[0]}' in parallel group "
                              f"'{g.name}'; members run at the same time", code="group-member")
 
@@ -257,7 +270,7 @@ class Checker:
         step = fe.agent
         if isinstance(step, (ScriptStep, WaitStep, TerminateStep, QuestionsStep, HumanGateStep)):
             self.err(("for_each", i, "agent", "type"), f"a for_each item step cannot be a "
-                     f"{step.type} step (use an agent, set or workflow step)",
+                     f"{step.type} step", "use an agent, set or workflow step",
                      code="group-member", at="value")
         if step.name in self.for_each:
             self.err(("for_each", i, "agent", "name"), "nested for-each groups are not allowed",
@@ -279,7 +292,7 @@ class Checker:
     # ------------------------------------------------------------------ reachability
 
     def check_reachability(self) -> None:
-        if self.wf.workflow.entry_point not in self.graph.succ:
+        if self.graph_broken or self.wf.workflow.entry_point not in self.graph.succ:
             return
         reach = self.graph.reachable()
         members = {m for g in self.wf.parallel if g.name in reach for m in g.agents}
@@ -337,7 +350,9 @@ class Checker:
                 self.err(path, msg, hint, code="unknown-step", at="value")
             return
         if len(chain) >= 3 and chain[1] == "output":
-            self._check_field(path, chain[0], chain[2:], at="value")
+            problem = self.field_problem(chain[0], chain[2:])
+            if problem:
+                self.err(path, problem[0], problem[1], code="unknown-field", at="value")
 
     # ------------------------------------------------------------------ output fields
 
@@ -371,31 +386,28 @@ class Checker:
         schema = getattr(step, "output", None)
         return schema if isinstance(schema, dict) else None
 
-    def _check_field(self, path: KeyPath, name: str, rest: tuple[str, ...], at: str,
-                     severity: str = "error") -> None:
+    def field_problem(self, name: str, rest: tuple[str, ...]) -> tuple[str, str | None] | None:
+        """What is wrong with reading `name.output.<rest>`, as (message, hint), or None."""
         if name in self.parallel or name in self.for_each:
-            return
+            return None
         fields = self.output_fields(name)
         if fields is None or not rest or rest[0].isdigit():
-            return
+            return None
         if rest[0] not in fields:
-            msg = f"'{name}' has no output field '{rest[0]}'"
             hint = did_you_mean(rest[0], sorted(fields)) or (
                 f"its fields: {', '.join(sorted(fields))}" if fields else None)
-            (self.err if severity == "error" else self.warn)(path, msg, hint,
-                                                             code="unknown-field", at=at)
-            return
+            return f"'{name}' has no output field '{rest[0]}'", hint
         schema = self._schema_of(name)
         fld = schema.get(rest[0]) if schema else None
-        for part in rest[1:]:
+        for i, part in enumerate(rest[1:], start=1):
             if fld is None or fld.properties is None or part.isdigit():
-                return
+                return None
             if part not in fld.properties:
-                self.err(path, f"'{name}' output field has no property '{part}'",
-                         did_you_mean(part, sorted(fld.properties)), code="unknown-field",
-                         at=at)
-                return
+                where = ".".join((name, "output", *rest[:i]))
+                return (f"'{where}' has no property '{part}'",
+                        did_you_mean(part, sorted(fld.properties)))
             fld = fld.properties[part]
+        return None
 
     # ------------------------------------------------------------------ templates
 
@@ -494,15 +506,22 @@ class Checker:
             elif "{" in site.source:
                 self._check_template(site)
 
-    def _template_pos(self, site: TemplateSite, lineno: int | None) -> KeyPath:
-        return site.path
-
     def _locate_line(self, site: TemplateSite, lineno: int | None) -> tuple[int, int] | None:
+        """The file line and column of line `lineno` of a template, when it can be known.
+
+        Only a literal block (`|`) and an included file keep the template's lines as they are
+        in the file; plain, quoted and folded (`>`) scalars fold line breaks, so an error in
+        them is reported where the value starts.
+        """
         if not lineno or lineno <= 1:
             return None
         pos = self.result.smap.value(site.path)
         style = self.result.smap.style(site.path)
-        line = pos.line + (lineno if style in ("|", ">") else lineno - 1)
+        if style == "file":
+            return lineno, 1
+        if style != "|":
+            return None
+        line = pos.line + lineno
         doc = self.result.document
         col = 1
         if doc is not None and pos.file == doc.shown:
@@ -513,27 +532,35 @@ class Checker:
         return line, col
 
     def _site_error(self, site: TemplateSite, lineno: int | None, msg: str,
-                    hint: str | None = None, code: str = "template",
-                    severity: str = "error") -> None:
-        where = self._locate_line(site, lineno)
-        if where is None:
-            (self.err if severity == "error" else self.warn)(site.path, msg, hint, code=code,
-                                                              at="value")
-            return
-        from podium.spec.diagnostics import Diagnostic, format_path
+                    hint: str | None = None, *, code: str = "template",
+                    severity: Severity = "error") -> None:
+        """Report a problem in a template, at the template's own line when it has several."""
+        self.result.add(site.path, msg, hint, severity=severity, code=code, at="value",
+                        line=self._locate_line(site, lineno))
 
-        pos = self.result.smap.value(site.path)
-        self.result.sink.add(Diagnostic(pos.file, where[0], where[1], format_path(site.path),
-                                        msg, "error" if severity == "error" else "warning",
-                                        hint, code))
+    def analyse(self, site: TemplateSite) -> tuple[list[Ref], list[UsedName]]:
+        """What a template (or bare condition) reads and uses; RenderFailure when it cannot
+        be parsed. Each text is analysed once, however many checks look at it."""
+        key = (site.source, site.expression)
+        found = self._analysed.get(key)
+        if found is None:
+            try:
+                tree = (self.engine.parse_expression(site.source) if site.expression
+                        else self.engine.parse(site.source))
+                found = collect_refs(tree)
+            except RenderFailure as exc:
+                found = exc
+            self._analysed[key] = found
+        if isinstance(found, RenderFailure):
+            raise found
+        return found
 
     def _check_template(self, site: TemplateSite) -> None:
         try:
-            tree = self.engine.parse(site.source)
+            refs, used = self.analyse(site)
         except RenderFailure as exc:
             self._site_error(site, exc.lineno, f"template syntax error: {exc}", code="syntax")
             return
-        refs, used = collect_refs(tree)
         for u in used:
             table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
             if u.name not in table:
@@ -543,27 +570,32 @@ class Checker:
 
     def _check_expression(self, site: TemplateSite) -> None:
         try:
-            node = self.engine.parse_expression(site.source)
+            refs, used = self.analyse(site)
         except RenderFailure as exc:
             self._site_error(site, None, f"condition syntax error: {exc}", code="syntax")
             return
-        refs, used = collect_refs(node)
         for u in used:
             table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
             if u.name not in table:
                 self._site_error(site, None, f"unknown {u.kind} '{u.name}'",
                                  did_you_mean(u.name, table), code="unknown-filter")
-        names = self.flat_names(site.owner)
+        names, closed = self.flat_names(site.owner)
         for ref in refs:
             root = ref.root
-            if root in JINJA_GLOBALS or root in site.extra_names:
+            if root in JINJA_GLOBALS or root in site.extra_names or root in names or ref.guarded:
                 continue
-            if names is not None and root not in names and not ref.guarded:
-                self._site_error(site, None, f"unknown name '{root}' in condition",
-                                 did_you_mean(root, sorted(names)), code="unknown-name")
+            hint = did_you_mean(root, sorted(names))
+            if closed:
+                self._site_error(site, None, f"unknown name '{root}' in condition", hint,
+                                 code="unknown-name")
+            elif hint:  # the output's keys are not known statically: flag only likely typos
+                self._site_error(site, None, f"unknown name '{root}' in condition, unless "
+                                 f"'{site.owner}' outputs it", hint, code="unknown-name",
+                                 severity="warning")
 
-    def flat_names(self, owner: str | None) -> set[str] | None:
-        """Names a bare condition can use (spec 4.2's one-level flattening), or None when open."""
+    def flat_names(self, owner: str | None) -> tuple[set[str], bool]:
+        """Names a bare condition can use (spec 4.2's one-level flattening), and whether that
+        set is closed (False when the owner's output keys are not known statically)."""
         names = {f"workflow_{a}" for a in WORKFLOW_ATTRS} | {"workflow", "context", "output"}
         names |= {f"context_{a}" for a in CONTEXT_ATTRS}
         for s in self.all_names:
@@ -573,16 +605,18 @@ class Checker:
         for g in self.for_each:
             names |= {f"{g}_{k}" for k in ("type", "outputs", "errors", "count")}
         if owner is None:
-            return names
+            return names, True
         fields = self.output_fields(owner)
         if owner in self.parallel:
             fields = {"type", "outputs", "errors"}
         elif owner in self.for_each:
             fields = {"type", "outputs", "errors", "count"}
+        closed = fields is not None
         if fields is None:
-            return None
+            fields = set(SCRIPT_BUILTINS) if isinstance(self.steps.get(owner), ScriptStep) \
+                else set()
         names |= fields | {f"output_{f}" for f in fields}
-        return names
+        return names, closed
 
     def _check_refs(self, site: TemplateSite, refs: list[Ref]) -> None:
         allowed_roots = set(self.all_names) | {"workflow", "context"} | set(site.extra_names)
@@ -594,7 +628,19 @@ class Checker:
             if root in JINJA_GLOBALS:
                 continue
             if root not in allowed_roots:
-                if ref.is_guard:
+                if ref.guarded or ref.is_guard:
+                    # `x is defined` / `x | default(...)` tolerate a missing name on purpose;
+                    # flag it only when it looks like a typo of a name that exists
+                    close = did_you_mean(root, sorted(self.all_names))
+                    if close:
+                        self._site_error(site, ref.lineno, f"'{root}' is not a step or group, "
+                                         "so this guard always takes its fallback", close,
+                                         code="unknown-name", severity="warning")
+                    continue
+                if len(ref.chain) > 1 and ref.chain[1] in STEP_ATTRS:
+                    self._site_error(site, ref.lineno, f"unknown step '{root}'",
+                                     did_you_mean(root, sorted(self.all_names)),
+                                     code="unknown-step")
                     continue
                 hint = did_you_mean(root, sorted(allowed_roots))
                 extra = ""
@@ -612,7 +658,7 @@ class Checker:
                                      code="unknown-name")
             elif root == "output" or root in site.extra_names:
                 if root == "output" and site.owner and len(ref.chain) > 1:
-                    self._check_field(site.path, site.owner, ref.chain[1:], at="value")
+                    self._check_field_ref(site, ref, site.owner, ref.chain[1:])
             else:
                 self._check_step_ref(site, ref)
             if site.scope == "step" and self.mode == "explicit" and owner_step is not None:
@@ -658,13 +704,13 @@ class Checker:
                              code="unknown-field")
             return
         if len(ref.chain) >= 3 and not ref.is_guard:
-            before = len(self.result.sink.items)
-            self._check_field(site.path, root, ref.chain[2:], at="value")
-            if len(self.result.sink.items) > before and ref.lineno > 1:
-                last = self.result.sink.items.pop()
-                self.result.sink._seen.discard((last.file, last.line, last.col, last.path,
-                                                last.message))
-                self._site_error(site, ref.lineno, last.message, last.hint, code=last.code)
+            self._check_field_ref(site, ref, root, ref.chain[2:])
+
+    def _check_field_ref(self, site: TemplateSite, ref: Ref, name: str,
+                         rest: tuple[str, ...]) -> None:
+        problem = self.field_problem(name, rest)
+        if problem:
+            self._site_error(site, ref.lineno, problem[0], problem[1], code="unknown-field")
 
     def _check_explicit(self, site: TemplateSite, step: StepBase, ref: Ref) -> None:
         root = ref.root
@@ -676,13 +722,13 @@ class Checker:
             declared = {d.chain for d in self._declared(step)}
             if ("workflow", "input", ref.chain[2]) in declared:
                 return
-            self._site_error(site, ref.lineno, f"'workflow.input.{ref.chain[2]}' is not declared "
-                             f"in '{step.name}'s input: list (context mode is explicit)",
-                             f"add 'workflow.input.{ref.chain[2]}' to input:",
+            self._site_error(site, ref.lineno, f"'workflow.input.{ref.chain[2]}' is not in the "
+                             f"input: list of '{step.name}' (context mode is explicit)",
+                             f"add 'workflow.input.{ref.chain[2]}' to its input:",
                              code="undeclared", severity="warning")
             return
-        if root in ("context", "output") or root in site.extra_names or (root == step.name \
-                and ref.is_guard):
+        if (root in ("context", "output") or root in site.extra_names
+                or (root == step.name and ref.is_guard)):
             return
         if root not in self.all_names:
             return
@@ -700,37 +746,32 @@ class Checker:
                 return
         if ref.is_guard and not decls:
             self._site_error(site, ref.lineno, f"'{root}' is never defined here: it is not in "
-                             f"'{step.name}'s input: list (context mode is explicit)",
-                             f"add '{root}.output?' to input:", code="undeclared",
+                             f"the input: list of '{step.name}' (context mode is explicit)",
+                             f"add '{root}.output?' to its input:", code="undeclared",
                              severity="warning")
             return
         if ref.is_guard:
             return
         shown = ".".join(ref.chain[:3])
+        msg = f"'{shown}' is not in the input: list of '{step.name}'"
         if decls:
-            msg = (f"'{shown}' is not declared in '{step.name}'s input: list, which declares "
-                   f"only {', '.join(d.text for d in decls)} (context mode is explicit)")
-        else:
-            msg = (f"'{shown}' is not declared in '{step.name}'s input: list "
-                   "(context mode is explicit)")
-        self._site_error(site, ref.lineno, msg, f"add '{root}.output' to input:",
-                         code="undeclared", severity="warning")
+            msg += f", which has only {', '.join(d.text for d in decls)}"
+        self._site_error(site, ref.lineno, f"{msg} (context mode is explicit)",
+                         f"add '{shown}' to its input:", code="undeclared", severity="warning")
 
     # ------------------------------------------------------------------ path sensitivity
 
     def check_output_paths(self) -> None:
-        if self.wf.workflow.entry_point not in self.graph.succ:
+        if self.graph_broken or self.wf.workflow.entry_point not in self.graph.succ:
             return
         reach = self.graph.reachable()
         for site in self.sites():
             if "{" not in site.source and not site.expression:
                 continue
             try:
-                tree = (self.engine.parse_expression(site.source) if site.expression
-                        else self.engine.parse(site.source))
+                refs, _ = self.analyse(site)
             except RenderFailure:
-                continue
-            refs, _ = collect_refs(tree)
+                continue  # reported by check_templates
             if site.expression:
                 refs = [r for r in refs if r.root in self.steps]
             if site.owner is None:
@@ -741,29 +782,33 @@ class Checker:
                 continue
             optional = {d.chain[0] for d in self._declared(self.steps[owner])
                         if d.optional} if owner in self.steps else set()
-            done: set[str] = set()
+            done = self._typo_guarded(refs)
             for ref in refs:
                 x = ref.root
                 if (x not in self.graph.succ or x == owner or ref.guarded or x in optional
                         or x in done):
                     continue
-                if site.path[-1:] == ("output_template",) or "output_template" in site.path:
-                    pass
                 if not self.graph.dominates(x, owner):
                     done.add(x)
-                    path = self.graph.path_avoiding(x, owner)
-                    shown = " → ".join(path) if path else owner
+                    path = self.graph.path_avoiding(x, owner) or [owner]
+                    where = (f"e.g. {' → '.join(path)}" if len(path) > 1 else
+                             f"'{owner}' is the entry point")
                     self._site_error(
                         site, ref.lineno,
-                        f"reads '{x}.output' but '{x}' may not have run when '{owner}' runs: "
-                        f"e.g. {shown}",
-                        f"guard it with {{% if {x} is defined %}} or declare '{x}.output?'",
+                        f"reads '{_read(ref)}' but '{x}' may not have run when '{owner}' runs: "
+                        f"{where}",
+                        f"guard it with {{% if {x} is defined %}} or declare '{_read(ref)}?'",
                         code="path", severity="warning")
+
+    def _typo_guarded(self, refs: list[Ref]) -> set[str]:
+        """Names a guard on a misspelt name was meant for (the typo is reported already)."""
+        return {closest(r.root, self.all_names) or "" for r in refs
+                if (r.guarded or r.is_guard) and r.root not in self.all_names}
 
     def _check_final_output(self, site: TemplateSite, refs: list[Ref], reach: set[str]) -> None:
         ends = [e for e in self.graph.end_points()
                 if not (e in self.graph.terminates and self.graph.terminates[e].output_template)]
-        done: set[str] = set()
+        done = self._typo_guarded(refs)
         for ref in refs:
             x = ref.root
             if x not in self.graph.succ or ref.guarded or x in done:
@@ -780,7 +825,7 @@ class Checker:
                         else f"guard with {{% if {x} is defined %}}")
                 self._site_error(
                     site, ref.lineno,
-                    f"reads '{x}.output' but '{x}' does not run on every path to the end: "
+                    f"reads '{_read(ref)}' but '{x}' does not run on every path to the end: "
                     f"e.g. {' → '.join(path)}", hint, code="path", severity="warning")
                 break
 
@@ -800,12 +845,14 @@ class Checker:
             target = resolve_subworkflow(here.parent, step.workflow)
             path = (*base, "workflow")
             if target is None:
+                looked = display_path(here.parent / step.workflow)
                 self.err(path, f"sub-workflow file not found: '{step.workflow}'",
-                         f"paths are relative to {self.result.shown}'s folder",
+                         f"looked for {looked}, relative to the workflow's folder",
                          code="subworkflow", at="value")
                 continue
             if target in chain:
-                names = " → ".join(p.name for p in (*chain, target))
+                cycle = chain[chain.index(target):]
+                names = " → ".join(display_path(p) for p in (*cycle, target))
                 self.err(path, f"circular sub-workflow reference: {names}",
                          code="subworkflow-cycle", at="value")
                 continue
@@ -816,10 +863,17 @@ class Checker:
             child = validate_file(target, visited=chain)
             for d in child.sink.items:
                 self.result.sink.add(d)
-            if child.sink.errors:
-                self.err(path, f"sub-workflow '{step.workflow}' is invalid "
-                         f"({len(child.sink.errors)} error(s), listed with its file)",
-                         code="subworkflow", at="value")
+            # a cycle is reported once, where it closes; anything else also marks this step
+            errors = [d for d in child.sink.errors if d.code != "subworkflow-cycle"]
+            if errors:
+                count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+                self.err(path, f"sub-workflow '{step.workflow}' is invalid ({count}, listed "
+                         "with its file)", code="subworkflow", at="value")
+
+
+def _read(ref: Ref) -> str:
+    """What a reference reads, for messages: `reviewer.output`, `fan.outputs`."""
+    return ".".join(ref.chain[:2])
 
 
 def resolve_subworkflow(folder: Path, ref: str) -> Path | None:

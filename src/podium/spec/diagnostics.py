@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -10,6 +11,16 @@ from typing import Literal
 Severity = Literal["error", "warning"]
 PathPart = str | int
 KeyPath = tuple[PathPart, ...]
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` on one line, with control characters (newlines, escape codes) written as
+    escapes: a diagnostic quotes values from the file, and must neither break lines nor
+    drive the terminal."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def format_path(path: KeyPath) -> str:
@@ -23,15 +34,20 @@ def format_path(path: KeyPath) -> str:
     return out or "<root>"
 
 
-def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
-    """A hint naming the closest candidate, or None when nothing is close."""
+def closest(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The candidate `word` is most likely a misspelling of, or None when nothing is close."""
     pool = [c for c in candidates if c]
-    match = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    if not match and word:
-        low = {c.lower(): c for c in pool}
-        if word.lower() in low:
-            match = [low[word.lower()]]
-    return f"did you mean '{match[0]}'?" if match else None
+    match = difflib.get_close_matches(word, pool, n=1, cutoff=cutoff)
+    if match:
+        return match[0]
+    low = {c.lower(): c for c in pool}
+    return low.get(word.lower()) if word else None
+
+
+def did_you_mean(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """A hint naming the closest candidate, or None when nothing is close."""
+    match = closest(word, candidates, cutoff)
+    return f"did you mean '{match}'?" if match else None
 
 
 @dataclass(frozen=True, order=True)
@@ -48,9 +64,11 @@ class Diagnostic:
     code: str = field(default="invalid", compare=False)
 
     def format(self) -> str:
+        """The one-line, compiler-style text form: `file:line:col: path: message (hint)`."""
         label = "" if self.severity == "error" else "warning: "
         hint = f" ({self.hint})" if self.hint else ""
-        return f"{self.file}:{self.line}:{self.col}: {self.path}: {label}{self.message}{hint}"
+        return printable(f"{self.file}:{self.line}:{self.col}: {self.path}: "
+                         f"{label}{self.message}{hint}")
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -14,6 +14,7 @@ from podium.spec.diagnostics import (
     DiagnosticSink,
     KeyPath,
     Severity,
+    closest,
     did_you_mean,
     format_path,
 )
@@ -33,7 +34,7 @@ from podium.spec.source import FileUnreadable, LoadedDocument, LoadFailure, Sour
 _ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
 
 # Keys people write in the wrong place (mostly following Conductor's docs), with where they go.
-_MISPLACED = {
+_MISPLACED: dict[tuple[KeyPath, str], str] = {
     ((), "input"): "workflow inputs are declared under 'workflow:' as 'input:'",
     ((), "context"): "context settings go under 'workflow:'",
     ((), "limits"): "limits go under 'workflow:'",
@@ -149,7 +150,7 @@ def _build(result: LoadResult, data: dict[str, Any]) -> None:
     try:
         model = WorkflowFile.model_validate(root)
     except ValidationError as exc:
-        _report(result, exc, ())
+        _report(result, exc, (), model=WorkflowFile)
         return
     _warn_extras(result, model, ())
     if ok:
@@ -174,6 +175,7 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
     usable = STEP_KEYS[step_type]
     clean: dict[str, Any] = {}
     ok = True
+    typos: set[str] = set()  # keys an unknown key probably misspells
     for key, value in raw.items():
         rule = usable.get(key)
         if step_type == "terminate" and key == "routes" and value == []:
@@ -199,15 +201,17 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
                          code="key-not-allowed")
             ok = False
         else:
+            guess = closest(key, usable)
             result.error((*base, key), f"unknown key '{key}'",
-                         did_you_mean(key, usable), code="unknown-key")
+                         f"did you mean '{guess}'?" if guess else None, code="unknown-key")
+            typos.update([guess] if guess else [])
             ok = False
     clean["type"] = step_type
     cls = STEP_CLASSES[step_type]
     try:
         step = cls.model_validate(clean)
     except ValidationError as exc:
-        _report(result, exc, base)
+        _report(result, exc, base, model=cls, typos={base: typos})
         return None
     _warn_extras(result, step, base)
     return step if ok else None
@@ -227,7 +231,7 @@ def _load_for_each(result: LoadResult, raw: Any, base: KeyPath) -> ForEachGroup 
     try:
         group = ForEachGroup.model_validate(clean)
     except ValidationError as exc:
-        _report(result, exc, base)
+        _report(result, exc, base, model=ForEachGroup)
         return None
     return group
 
@@ -248,19 +252,31 @@ _FRIENDLY = {
 }
 
 
-def _report(result: LoadResult, exc: ValidationError, base: KeyPath) -> None:
-    for err in exc.errors(include_url=False):
+def _report(result: LoadResult, exc: ValidationError, base: KeyPath, *,
+            model: type[BaseModel], typos: dict[KeyPath, set[str]] | None = None) -> None:
+    """Turn pydantic's errors for `model` (validated at `base`) into diagnostics."""
+    errors = exc.errors(include_url=False)
+    # a misspelt key is one mistake: report it as unknown, not also the key it misses
+    misspelt: dict[KeyPath, set[str]] = {k: set(v) for k, v in (typos or {}).items()}
+    for err in errors:
+        if err["type"] == "extra_forbidden":
+            where = tuple(err["loc"])
+            guess = closest(str(where[-1]), _allowed_keys(model, where[:-1]))
+            if guess:
+                misspelt.setdefault((*base, *where[:-1]), set()).add(guess)
+    for err in errors:
         loc = tuple(err["loc"])
         path: KeyPath = (*base, *loc)
         etype = err["type"]
         given = err.get("input")
         if etype == "missing":
             key = path[-1]
-            result.error(path[:-1], f"missing required key '{key}'", code="missing")
+            if key not in misspelt.get(path[:-1], ()):
+                result.error(path[:-1], f"missing required key '{key}'", code="missing")
             continue
         if etype == "extra_forbidden":
             key = str(path[-1])
-            candidates = _allowed_keys(path[:-1])
+            candidates = _allowed_keys(model, loc[:-1])
             result.error(path, f"unknown key '{key}'",
                          _unknown_key_hint(path[:-1], key, candidates), code="unknown-key")
             continue
@@ -307,9 +323,9 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _allowed_keys(container: KeyPath) -> list[str]:
-    """The keys accepted at `container`, found by walking the model classes along the path."""
-    cls: Any = WorkflowFile
+def _allowed_keys(model: type[BaseModel], container: KeyPath) -> list[str]:
+    """The keys accepted at `container` below `model`, found by walking the model classes."""
+    cls: Any = model
     for part in container:
         cls = _descend(cls, part)
         if cls is None:

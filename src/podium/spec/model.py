@@ -74,13 +74,13 @@ class OutputField(Strict):
             raise located(("items",), "'items' can only be set when type is 'array'")
         if self.properties is not None and t != "object":
             raise located(("properties",), "'properties' can only be set when type is 'object'")
-        for key, value in (("pattern", self.pattern), ("minLength", self.min_length),
-                           ("maxLength", self.max_length)):
-            if value is not None and t != "string":
-                raise located((key,), f"'{key}' can only be set when type is 'string'")
-        for key, value in (("minimum", self.minimum), ("maximum", self.maximum)):
-            if value is not None and t != "number":
-                raise located((key,), f"'{key}' can only be set when type is 'number'")
+        set_keys = {k for k, v in (("pattern", self.pattern), ("minLength", self.min_length),
+                                   ("maxLength", self.max_length), ("minimum", self.minimum),
+                                   ("maximum", self.maximum)) if v is not None}
+        for key in sorted(set_keys):
+            wanted = "number" if key in ("minimum", "maximum") else "string"
+            if t != wanted:
+                raise located((key,), f"'{key}' can only be set when type is '{wanted}'")
         if self.enum is not None:
             self._check_enum(t, self.enum)
         if self.pattern is not None:
@@ -250,6 +250,7 @@ class SandboxConfig(Lenient):
 class StepBase(Strict):
     """Keys every step type has."""
 
+    type: str
     name: str = Field(min_length=1)
     description: str | None = None
     input: list[str] = Field(default_factory=list)

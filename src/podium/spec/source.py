@@ -14,11 +14,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from podium.spec.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
+MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # a file plus everything it includes
 MAX_DEPTH = 200
 MAX_NODES = 500_000
 MAX_ENV_DEPTH = 10
@@ -67,15 +68,26 @@ class SourceMap:
 
 
 class LoadFailure(Exception):
-    """Raised inside the loader with the diagnostics that stop loading."""
+    """Raised inside the loader with the diagnostics that stop loading.
 
-    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+    `fatal` failures (limits, broken `!file` includes, unreadable bytes) stop loading even
+    inside an included file; the others only mean "this included file is not YAML", and the
+    file is then included as raw text.
+    """
+
+    def __init__(self, diagnostics: list[Diagnostic], *, fatal: bool = False) -> None:
         super().__init__(diagnostics[0].format() if diagnostics else "load failed")
         self.diagnostics = diagnostics
+        self.fatal = fatal
 
 
 class FileUnreadable(Exception):
     """The top-level file is missing or unreadable (a different exit code than invalid)."""
+
+    def __init__(self, shown: str, reason: str) -> None:
+        super().__init__(f"{shown}: {reason}")
+        self.shown = shown
+        self.reason = reason
 
 
 def _diag(pos: Pos, path: KeyPath, message: str, hint: str | None = None,
@@ -97,22 +109,23 @@ def display_path(path: Path) -> str:
 def read_text(path: Path, shown: str) -> str:
     """Read a workflow or included file as UTF-8 text, with one clear error per failure."""
     try:
+        if path.is_dir():
+            raise FileUnreadable(shown, "is a directory, not a file")
         size = path.stat().st_size
         if not path.is_file():
-            raise LoadFailure([_diag(Pos(shown, 1, 1), (), f"'{shown}' is not a file")])
+            raise FileUnreadable(shown, "is not a regular file")
         if size > MAX_FILE_BYTES:
             raise LoadFailure([_diag(Pos(shown, 1, 1), (),
-                                     f"file is too large ({size / 1_000_000:.1f} MB; "
-                                     f"the limit is {MAX_FILE_BYTES // (1024 * 1024)} MiB)")])
+                                     f"file is too large ({size / 1024 / 1024:.1f} MiB; "
+                                     f"the limit is {MAX_FILE_BYTES // (1024 * 1024)} MiB)")],
+                              fatal=True)
         data = path.read_bytes()
     except FileNotFoundError as exc:
-        raise FileUnreadable(f"{shown}: file not found") from exc
-    except IsADirectoryError as exc:
-        raise FileUnreadable(f"{shown}: is a directory, not a file") from exc
+        raise FileUnreadable(shown, "file not found") from exc
     except PermissionError as exc:
-        raise FileUnreadable(f"{shown}: permission denied") from exc
+        raise FileUnreadable(shown, "permission denied") from exc
     except OSError as exc:
-        raise FileUnreadable(f"{shown}: cannot read: {exc.strerror or exc}") from exc
+        raise FileUnreadable(shown, f"cannot read: {exc.strerror or exc}") from exc
     return decode_text(data, shown)
 
 
@@ -124,20 +137,30 @@ def decode_text(data: bytes, shown: str) -> str:
     if nul >= 0:
         line, col = _line_col(data, nul)
         raise LoadFailure([_diag(Pos(shown, line, col), (),
-                                 "binary data (NUL byte) in a YAML file", code="encoding")])
+                                 "binary data (NUL byte) in a YAML file", code="encoding")],
+                          fatal=True)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, col = _line_col(data, exc.start)
         raise LoadFailure([_diag(Pos(shown, line, col), (),
                                  f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
-                                 "save the file as UTF-8", code="encoding")]) from None
+                                 "save the file as UTF-8", code="encoding")],
+                          fatal=True) from None
 
 
 def _line_col(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     start = data.rfind(b"\n", 0, offset) + 1
     return line, offset - start + 1
+
+
+@dataclass
+class _Budget:
+    """What one load may still spend, shared by a file and everything it includes."""
+
+    nodes: int = 0
+    bytes: int = 0
 
 
 @dataclass
@@ -155,27 +178,28 @@ class _Frame:
 class _Composer:
     """Turns one file's YAML events into plain data, filling the shared source map."""
 
-    def __init__(self, path: Path, shown: str, smap: SourceMap, chain: tuple[Path, ...],
-                 counter: list[int], base: KeyPath) -> None:
+    def __init__(self, path: Path, shown: str, smap: SourceMap, *, chain: tuple[Path, ...],
+                 budget: _Budget, base: KeyPath = ()) -> None:
         self.path = path
         self.shown = shown
         self.smap = smap
         self.chain = chain
-        self.counter = counter
+        self.budget = budget
         self.base = base
         self.anchors: dict[str, tuple[Any, int]] = {}
 
     def pos(self, mark: Any) -> Pos:
         return Pos(self.shown, mark.line + 1, mark.column + 1)
 
-    def fail(self, mark: Any, message: str, path: KeyPath = (), hint: str | None = None) -> None:
-        raise LoadFailure([_diag(self.pos(mark), path, message, hint)])
+    def fail(self, mark: Any, message: str, path: KeyPath = (), hint: str | None = None, *,
+             fatal: bool = False) -> NoReturn:
+        raise LoadFailure([_diag(self.pos(mark), path, message, hint)], fatal=fatal)
 
     def count(self, n: int, mark: Any) -> None:
-        self.counter[0] += n
-        if self.counter[0] > MAX_NODES:
+        self.budget.nodes += n
+        if self.budget.nodes > MAX_NODES:
             self.fail(mark, f"document expands to more than {MAX_NODES:,} nodes "
-                            "(an alias bomb?)")
+                            "(an alias bomb?)", fatal=True)
 
     def compose(self, text: str) -> Any:
         from ruamel.yaml import YAML
@@ -185,17 +209,24 @@ class _Composer:
         try:
             return self._build(yaml.parse(text))
         except MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            problem = exc.problem or exc.context or "invalid YAML"
-            line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-            raise LoadFailure([_diag(Pos(self.shown, line, col), (),
-                                     f"YAML syntax error: {problem}")]) from None
+            raise LoadFailure([self._syntax_error(exc)]) from None
         except YAMLError as exc:
             msg = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
             raise LoadFailure([_diag(Pos(self.shown, 1, 1), (), f"YAML error: {msg}")]) from None
         except RecursionError:
             raise LoadFailure([_diag(Pos(self.shown, 1, 1), (),
-                                     "YAML nests too deeply to read")]) from None
+                                     "YAML nests too deeply to read")], fatal=True) from None
+
+    def _syntax_error(self, exc: Any) -> Diagnostic:
+        """ruamel's problem, where it was found, and what it was reading (when elsewhere)."""
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        context, cmark = exc.context, exc.context_mark
+        if exc.problem and context and cmark is not None and cmark.line + 1 != line:
+            problem += f" ({context} started at line {cmark.line + 1})"
+        hint = "indent with spaces, not tabs" if "'\\t'" in problem else None
+        return _diag(Pos(self.shown, line, col), (), f"YAML syntax error: {problem}", hint)
 
     def _build(self, events: Iterator[Any]) -> Any:
         from ruamel.yaml import events as ev
@@ -222,7 +253,7 @@ class _Composer:
                 if not stack:
                     root = value
                 else:
-                    self._attach(stack[-1], value, event.end_mark, frame.path)
+                    self._attach(stack[-1], value, event.end_mark, path=frame.path)
                 continue
             path = self._child_path(stack)
             if isinstance(event, ev.AliasEvent):
@@ -235,13 +266,14 @@ class _Composer:
                 if not stack:
                     root = value
                 else:
-                    self._attach(stack[-1], value, event.start_mark, path, is_alias=True)
+                    self._attach(stack[-1], value, event.start_mark, path=path, is_alias=True)
                 continue
             if isinstance(event, (ev.MappingStartEvent, ev.SequenceStartEvent)):
                 self.count(1, event.start_mark)
                 if len(stack) + len(self.base) >= MAX_DEPTH:
-                    self.fail(event.start_mark,
-                              f"nesting is deeper than {MAX_DEPTH} levels", path)
+                    # the key path of the top-level entry: the full one is as deep as the bomb
+                    self.fail(event.start_mark, f"nesting is deeper than {MAX_DEPTH} levels",
+                              path[:1], fatal=True)
                 tag = event.tag
                 is_map = isinstance(event, ev.MappingStartEvent)
                 if tag and tag not in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "!"):
@@ -260,7 +292,8 @@ class _Composer:
                 if not stack:
                     root = value
                 else:
-                    self._attach(stack[-1], value, event.start_mark, path, scalar_event=event)
+                    self._attach(stack[-1], value, event.start_mark, path=path,
+                                 scalar_event=event)
                 continue
         return root
 
@@ -282,7 +315,7 @@ class _Composer:
         if style is not None:
             self.smap.styles[path] = style
 
-    def _attach(self, frame: _Frame, value: Any, mark: Any, path: KeyPath,
+    def _attach(self, frame: _Frame, value: Any, mark: Any, *, path: KeyPath,
                 scalar_event: Any = None, is_alias: bool = False) -> None:
         if frame.kind == "seq":
             frame.value.append(value)
@@ -333,7 +366,7 @@ class _Composer:
         tag = event.tag
         if tag == "!file":
             if is_key:
-                self.fail(event.start_mark, "'!file' cannot be used on a key", path)
+                self.fail(event.start_mark, "'!file' cannot be used on a key", path, fatal=True)
             return self._include(event, path)
         if is_key:
             return event.value
@@ -358,29 +391,43 @@ class _Composer:
             self.fail(event.start_mark, f"'{text}' is not a valid {tag.rsplit(':', 1)[-1]}", path)
         self.fail(event.start_mark, f"unsupported YAML tag '{tag}'", path,
                   hint="podium supports '!file <path>' and the standard YAML tags")
-        return None
 
     def _include(self, event: Any, path: KeyPath) -> Any:
         raw = str(event.value).strip()
         if not raw:
-            self.fail(event.start_mark, "'!file' needs a path", path)
+            self.fail(event.start_mark, "'!file' needs a path", path, fatal=True)
         target = (self.path.parent / os.path.expanduser(raw)).resolve()
-        if target in self.chain:
-            names = " -> ".join(display_path(p) for p in (*self.chain, target))
-            self.fail(event.start_mark, f"circular file reference: {names}", path)
         shown = display_path(target)
+        if target in self.chain:
+            cycle = self.chain[self.chain.index(target):]
+            names = " → ".join(display_path(p) for p in (*cycle, target))
+            self.fail(event.start_mark, f"circular file reference: {names}", path, fatal=True)
         try:
             text = read_text(target, shown)
-        except FileUnreadable:
-            self.fail(event.start_mark, f"included file not found: '{raw}' (resolved to {target})",
-                      path)
-        child = _Composer(target, shown, self.smap, (*self.chain, target), self.counter, path)
+        except FileUnreadable as exc:
+            message = (f"included file not found: '{raw}' (looked for {shown})"
+                       if exc.reason == "file not found"
+                       else f"cannot include '{raw}': {exc.reason}")
+            self.fail(event.start_mark, message, path, fatal=True)
+        self.budget.bytes += len(text)
+        if self.budget.bytes > MAX_TOTAL_BYTES:
+            self.fail(event.start_mark, "the workflow and its included files are larger than "
+                      f"{MAX_TOTAL_BYTES // (1024 * 1024)} MiB", path, fatal=True)
+        child = _Composer(target, shown, self.smap, chain=(*self.chain, target),
+                          budget=self.budget, base=path)
+        nodes_before = self.budget.nodes
         try:
             value = child.compose(text)
-        except LoadFailure:
-            return text  # not YAML: included as raw text (a Markdown prompt, say)
+        except LoadFailure as exc:
+            if exc.fatal:
+                raise
+            self.budget.nodes = nodes_before
+            value = None  # not YAML: included as raw text (a Markdown prompt, say)
         if isinstance(value, (dict, list)):
             return value
+        # the text's own lines are in the included file: point there, line for line
+        self.smap.values[path] = Pos(shown, 1, 1)
+        self.smap.styles[path] = "file"
         return text
 
     def _size(self, value: Any) -> int:
@@ -471,7 +518,8 @@ def substitute_env(data: Any, smap: SourceMap, environ: Mapping[str, str],
                 val = default
             else:
                 pos = smap.value(path)
-                close = did_you_mean(name, environ.keys())
+                # variable names share prefixes (APP_X, APP_Y): suggest only near-identical ones
+                close = did_you_mean(name, environ.keys(), cutoff=0.85)
                 problems.append(_diag(pos, path, f"environment variable '{name}' is not set",
                                       close or f"set it, or write ${{{name}:-default}}",
                                       code="env"))
@@ -513,7 +561,8 @@ def load_document(path: Path, environ: Mapping[str, str] | None = None,
     if not text.strip():
         raise LoadFailure([_diag(Pos(shown, 1, 1), (), "the file is empty",
                                  "a workflow needs 'workflow:' and 'agents:'", code="empty")])
-    composer = _Composer(path.resolve(), shown, smap, (path.resolve(),), [0], ())
+    composer = _Composer(path.resolve(), shown, smap, chain=(path.resolve(),),
+                         budget=_Budget(bytes=len(text)))
     data = composer.compose(text)
     problems: list[Diagnostic] = []
     data = substitute_env(data, smap, os.environ if environ is None else environ, problems)
