@@ -2,8 +2,9 @@
 
 Every template in a workflow (prompts, args, conditions, values, reasons, outputs) goes through
 `TemplateEngine`, which compiles each source text once and caches it. The environment is
-Jinja2's SandboxedEnvironment (no access to Python internals), with StrictUndefined, Conductor's
-`json` filter and its None-aware `default` filter, and a cap on rendered size.
+Jinja2's ImmutableSandboxedEnvironment (no access to Python internals, no mutation of the
+run's state), with StrictUndefined, Conductor's `json` filter and its None-aware `default`
+filter, and a cap on rendered size.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.runtime import Context, Undefined
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
 MAX_RENDER_CHARS = 2_000_000
 TOO_DEEP = "nesting too deep to read"
@@ -52,7 +53,7 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-class _Env(SandboxedEnvironment):
+class _Env(ImmutableSandboxedEnvironment):
     """Sandboxed, strict, and reading dict keys before attributes (`x.items` is key 'items').
 
     `*`, `**` and `+` are checked before they run, so that `'x' * 10**9` or `2 ** (10**9)`
@@ -137,11 +138,8 @@ def is_jinja_condition(text: str) -> bool:
 def truthy_text(rendered: str) -> bool:
     """Map a rendered condition to a boolean as Conductor does ('None' and '[]' are true)."""
     text = rendered.strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    return True
+    # 'true', '1', 'yes' and anything else non-empty ('None', '[]') are true, as in Conductor
+    return text not in ("false", "0", "no", "")
 
 
 class TemplateEngine:
