@@ -1,0 +1,173 @@
+"""Shared state of the semantic checks: the workflow, its graph, declared inputs and output
+fields, and how diagnostics are added."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from podium.check.graph import RouteGraph
+from podium.check.references import Ref, UsedName
+from podium.spec.diagnostics import KeyPath, did_you_mean
+from podium.spec.load import LoadResult
+from podium.spec.model import (
+    END,
+    AgentStep,
+    HumanGateStep,
+    McpStep,
+    OutputField,
+    QuestionsStep,
+    ScriptStep,
+    SetStep,
+    StepBase,
+    TerminateStep,
+    WaitStep,
+    WorkflowStep,
+)
+from podium.templating import RenderFailure, TemplateEngine
+
+WORKFLOW_ATTRS = ("input", "dir", "file", "name", "description")
+CONTEXT_ATTRS = ("iteration", "history")
+LOCAL_RENDER = (ScriptStep, SetStep, WaitStep, WorkflowStep, McpStep)
+GATE_OUTPUT = ("selected", "additional_input")
+TERMINATE_OUTPUT = ("status", "reason", "terminated_by")
+QUESTIONS_OUTPUT = ("answers", "items", "transcript", "answered_count", "skipped_count",
+                    "answered_any", "outcome")
+SCRIPT_BUILTINS = ("exit_code", "stdout", "stderr")
+STEP_ATTRS = ("output", "outputs", "errors", "count")  # what `X.<attr>` reads of a step/group
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One entry of a step's `input:` list, parsed."""
+
+    text: str
+    chain: tuple[str, ...]
+    optional: bool
+
+
+@dataclass
+class TemplateSite:
+    """A template in the workflow: where it is, who owns it and which context renders it."""
+
+    path: KeyPath
+    source: str
+    owner: str | None  # the step (or group) whose template it is; None for workflow output
+    scope: str  # "step" (mode context), "full" (accumulate), "route" (full + output), "hook"
+    expression: bool = False  # a bare route condition
+    extra_names: tuple[str, ...] = ()
+
+
+@dataclass
+class CheckerBase:
+    """What every group of checks reads: the loaded workflow and its route graph."""
+
+    result: LoadResult
+    engine: TemplateEngine = field(default_factory=TemplateEngine)
+    visited_files: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        model = self.result.model
+        assert model is not None
+        self.wf = model
+        self.steps: dict[str, StepBase] = {}
+        for s in model.agents:
+            self.steps.setdefault(s.name, s)
+        self.parallel = {g.name: g for g in model.parallel}
+        self.for_each = {g.name: g for g in model.for_each}
+        self.graph = RouteGraph.build(model)
+        self.all_names = (set(self.steps) | set(self.parallel) | set(self.for_each)
+                          | set(self.result.raw_step_names) | set(self.result.raw_group_names))
+        self.inputs = model.workflow.input
+        self.mode = model.workflow.context.mode
+        self.step_index = {s.name: i for i, s in reversed(list(enumerate(model.agents)))}
+        # set when a route, option or member names an unknown step: the graph then has holes,
+        # and reachability or path warnings would only repeat that error
+        self.graph_broken = False
+        self._analysed: dict[tuple[str, bool], tuple[list[Ref], list[UsedName]]
+                             | RenderFailure] = {}
+
+    def err(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "invalid",
+            at: str = "key") -> None:
+        self.result.error(path, msg, hint, code=code, at=at)
+
+    def warn(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "warning",
+             at: str = "key") -> None:
+        self.result.warning(path, msg, hint, code=code, at=at)
+
+    def step_path(self, name: str) -> KeyPath:
+        if name in self.step_index:
+            return ("agents", self.step_index[name])
+        for i, pg in enumerate(self.wf.parallel):
+            if pg.name == name:
+                return ("parallel", i)
+        for i, fe in enumerate(self.wf.for_each):
+            if fe.name == name:
+                return ("for_each", i)
+        return ()
+
+    def target_names(self) -> list[str]:
+        return [*sorted(self.all_names), END]
+
+    def _declared(self, step: StepBase) -> list[Declared]:
+        out = []
+        for raw in step.input:
+            text = raw.strip()
+            optional = text.endswith("?")
+            if optional:
+                text = text[:-1]
+            out.append(Declared(raw, tuple(text.split(".")), optional))
+        return out
+
+    def output_fields(self, name: str) -> set[str] | None:
+        """Fields a step's output has, or None when they cannot be known statically."""
+        step = self.steps.get(name)
+        if step is None:
+            return None
+        if isinstance(step, AgentStep):
+            return set(step.output) if step.has_schema and step.output else {"result"}
+        if isinstance(step, ScriptStep):
+            return (set(step.output) | set(SCRIPT_BUILTINS)) if step.output is not None else None
+        if isinstance(step, SetStep):
+            if step.values is not None:
+                return set(step.values)
+            return set(step.output) if step.output else None
+        if isinstance(step, HumanGateStep):
+            return set(GATE_OUTPUT)
+        if isinstance(step, TerminateStep):
+            return set(TERMINATE_OUTPUT)
+        if isinstance(step, WaitStep):
+            return {"waited_seconds"}
+        if isinstance(step, QuestionsStep):
+            return set(QUESTIONS_OUTPUT)
+        if isinstance(step, McpStep):
+            return set(step.output) if step.output else None
+        return None
+
+    def _schema_of(self, name: str) -> dict[str, OutputField] | None:
+        step = self.steps.get(name)
+        schema = getattr(step, "output", None)
+        return schema if isinstance(schema, dict) else None
+
+    def field_problem(self, name: str, rest: tuple[str, ...]) -> tuple[str, str | None] | None:
+        """What is wrong with reading `name.output.<rest>`, as (message, hint), or None."""
+        if name in self.parallel or name in self.for_each:
+            return None
+        fields = self.output_fields(name)
+        if fields is None or not rest or rest[0].isdigit():
+            return None
+        if rest[0] not in fields:
+            hint = did_you_mean(rest[0], sorted(fields)) or (
+                f"its fields: {', '.join(sorted(fields))}" if fields else None)
+            return f"'{name}' has no output field '{rest[0]}'", hint
+        schema = self._schema_of(name)
+        fld = schema.get(rest[0]) if schema else None
+        for i, part in enumerate(rest[1:], start=1):
+            if fld is None or fld.properties is None or part.isdigit():
+                return None
+            if part not in fld.properties:
+                where = ".".join((name, "output", *rest[:i]))
+                return (f"'{where}' has no property '{part}'",
+                        did_you_mean(part, sorted(fld.properties)))
+            fld = fld.properties[part]
+        return None

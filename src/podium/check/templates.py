@@ -1,0 +1,386 @@
+"""Template checks: every template in a workflow, parsed (not regex-scanned), with each
+reference checked against the steps, inputs and declared output fields it names, and the
+declarations of `context.mode: explicit`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from podium.check.base import (
+    CONTEXT_ATTRS,
+    LOCAL_RENDER,
+    SCRIPT_BUILTINS,
+    STEP_ATTRS,
+    WORKFLOW_ATTRS,
+    CheckerBase,
+    TemplateSite,
+)
+from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
+from podium.spec.diagnostics import KeyPath, Severity, did_you_mean
+from podium.spec.model import (
+    AgentStep,
+    HumanGateStep,
+    McpStep,
+    QuestionsStep,
+    Route,
+    ScriptStep,
+    SetStep,
+    StepBase,
+    TerminateStep,
+    WaitStep,
+    WorkflowStep,
+)
+from podium.templating import RenderFailure, is_jinja_condition, is_template
+
+
+class TemplateChecks(CheckerBase):
+    """Checks of every template: syntax, names, fields, filters, explicit declarations."""
+
+    def sites(self) -> Iterator[TemplateSite]:
+        for i, step in enumerate(self.wf.agents):
+            yield from self._step_sites(step, ("agents", i), ())
+        for i, g in enumerate(self.wf.parallel):
+            yield from self._route_sites(g.name, ("parallel", i), g.routes)
+        for i, fe in enumerate(self.wf.for_each):
+            extra = (fe.as_, "_index", "_key")
+            yield from self._step_sites(fe.agent, ("for_each", i, "agent"), extra)
+            yield from self._route_sites(fe.name, ("for_each", i), fe.routes)
+        for key, value in self.wf.output.items():
+            if isinstance(value, str):
+                yield TemplateSite(("output", key), value, None, "full")
+        hooks = self.wf.workflow.hooks
+        if hooks is not None:
+            for hook in ("on_start", "on_complete", "on_error"):
+                text = getattr(hooks, hook)
+                if isinstance(text, str):
+                    yield TemplateSite(("workflow", "hooks", hook), text, None, "hook",
+                                       extra_names=("result", "error"))
+
+    def _step_sites(self, step: StepBase, base: KeyPath,
+                    extra: tuple[str, ...]) -> Iterator[TemplateSite]:
+        n = step.name
+
+        def site(path: KeyPath, text: Any, scope: str = "step") -> Iterator[TemplateSite]:
+            if isinstance(text, str):
+                yield TemplateSite((*base, *path), text, n, scope, extra_names=extra)
+            elif isinstance(text, dict):
+                for k, v in text.items():
+                    yield from site((*path, k), v, scope)
+            elif isinstance(text, list):
+                for k, v in enumerate(text):
+                    yield from site((*path, k), v, scope)
+
+        if isinstance(step, AgentStep):
+            yield from site(("prompt",), step.prompt)
+            yield from site(("system_prompt",), step.system_prompt)
+            if step.model and is_template(step.model):
+                yield from site(("model",), step.model)
+            if step.reasoning and step.reasoning.effort and is_template(step.reasoning.effort):
+                yield from site(("reasoning", "effort"), step.reasoning.effort)
+            yield from site(("working_dir",), step.working_dir)
+            if step.context_tier and is_template(step.context_tier):
+                yield from site(("context_tier",), step.context_tier)
+        elif isinstance(step, ScriptStep):
+            yield from site(("command",), step.command)
+            yield from site(("args",), step.args)
+            yield from site(("working_dir",), step.working_dir)
+            yield from site(("stdin",), step.stdin)
+        elif isinstance(step, SetStep):
+            if step.values is not None:
+                yield from site(("values",), step.values)
+            else:
+                yield from site(("value",), step.value)
+        elif isinstance(step, WaitStep):
+            if isinstance(step.duration, str):
+                yield from site(("duration",), step.duration)
+            yield from site(("reason",), step.reason)
+        elif isinstance(step, TerminateStep):
+            yield from site(("reason",), step.reason)
+            yield from site(("output_template",), step.output_template, "full")
+        elif isinstance(step, WorkflowStep):
+            yield from site(("input_mapping",), step.input_mapping)
+        elif isinstance(step, HumanGateStep):
+            yield from site(("prompt",), step.prompt, "full")
+        elif isinstance(step, QuestionsStep):
+            yield from site(("prompt",), step.prompt, "full")
+            for j, q in enumerate(step.questions or []):
+                yield from site(("questions", j, "text"), q.text, "full")
+                yield from site(("questions", j, "hint"), q.hint, "full")
+                yield from site(("questions", j, "choices"), q.choices, "full")
+        elif isinstance(step, McpStep):
+            yield from site(("arguments",), step.arguments)
+        if not isinstance(step, HumanGateStep):
+            yield from self._route_sites(n, base, step.routes, extra)
+
+    def _route_sites(self, owner: str, base: KeyPath, routes: list[Route],
+                     extra: tuple[str, ...] = ()) -> Iterator[TemplateSite]:
+        for j, r in enumerate(routes):
+            if r.when is not None:
+                expr = not is_jinja_condition(r.when)
+                yield TemplateSite((*base, "routes", j, "when"), r.when, owner, "route",
+                                   expression=expr, extra_names=extra)
+            for k, v in (r.output or {}).items():
+                if isinstance(v, str):
+                    yield TemplateSite((*base, "routes", j, "output", k), v, owner, "route",
+                                       extra_names=extra)
+
+    def check_templates(self) -> None:
+        for site in self.sites():
+            if site.expression:
+                self._check_expression(site)
+            elif "{" in site.source:
+                self._check_template(site)
+
+    def _locate_line(self, site: TemplateSite, lineno: int | None) -> tuple[int, int] | None:
+        """The file line and column of line `lineno` of a template, when it can be known.
+
+        Only a literal block (`|`) and an included file keep the template's lines as they are
+        in the file; plain, quoted and folded (`>`) scalars fold line breaks, so an error in
+        them is reported where the value starts.
+        """
+        if not lineno or lineno <= 1:
+            return None
+        pos = self.result.smap.value(site.path)
+        style = self.result.smap.style(site.path)
+        if style == "file":
+            return lineno, 1
+        if style != "|":
+            return None
+        line = pos.line + lineno
+        doc = self.result.document
+        col = 1
+        if doc is not None and pos.file == doc.shown:
+            lines = doc.text.splitlines()
+            if 0 < line <= len(lines):
+                text = lines[line - 1]
+                col = len(text) - len(text.lstrip()) + 1
+        return line, col
+
+    def _site_error(self, site: TemplateSite, lineno: int | None, msg: str,
+                    hint: str | None = None, *, code: str = "template",
+                    severity: Severity = "error") -> None:
+        """Report a problem in a template, at the template's own line when it has several."""
+        self.result.add(site.path, msg, hint, severity=severity, code=code, at="value",
+                        line=self._locate_line(site, lineno))
+
+    def analyse(self, site: TemplateSite) -> tuple[list[Ref], list[UsedName]]:
+        """What a template (or bare condition) reads and uses; RenderFailure when it cannot
+        be parsed. Each text is analysed once, however many checks look at it."""
+        key = (site.source, site.expression)
+        found = self._analysed.get(key)
+        if found is None:
+            try:
+                tree = (self.engine.parse_expression(site.source) if site.expression
+                        else self.engine.parse(site.source))
+                found = collect_refs(tree)
+            except RenderFailure as exc:
+                found = exc
+            self._analysed[key] = found
+        if isinstance(found, RenderFailure):
+            raise found
+        return found
+
+    def _check_template(self, site: TemplateSite) -> None:
+        try:
+            refs, used = self.analyse(site)
+        except RenderFailure as exc:
+            self._site_error(site, exc.lineno, f"template syntax error: {exc}", code="syntax")
+            return
+        for u in used:
+            table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
+            if u.name not in table:
+                self._site_error(site, u.lineno, f"unknown {u.kind} '{u.name}'",
+                                 did_you_mean(u.name, table), code="unknown-filter")
+        self._check_refs(site, refs)
+
+    def _check_expression(self, site: TemplateSite) -> None:
+        try:
+            refs, used = self.analyse(site)
+        except RenderFailure as exc:
+            self._site_error(site, None, f"condition syntax error: {exc}", code="syntax")
+            return
+        for u in used:
+            table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
+            if u.name not in table:
+                self._site_error(site, None, f"unknown {u.kind} '{u.name}'",
+                                 did_you_mean(u.name, table), code="unknown-filter")
+        names, closed = self.flat_names(site.owner)
+        for ref in refs:
+            root = ref.root
+            if root in JINJA_GLOBALS or root in site.extra_names or root in names or ref.guarded:
+                continue
+            hint = did_you_mean(root, sorted(names))
+            if closed:
+                self._site_error(site, None, f"unknown name '{root}' in condition", hint,
+                                 code="unknown-name")
+            elif hint:  # the output's keys are not known statically: flag only likely typos
+                self._site_error(site, None, f"unknown name '{root}' in condition, unless "
+                                 f"'{site.owner}' outputs it", hint, code="unknown-name",
+                                 severity="warning")
+
+    def flat_names(self, owner: str | None) -> tuple[set[str], bool]:
+        """Names a bare condition can use (spec 4.2's one-level flattening), and whether that
+        set is closed (False when the owner's output keys are not known statically)."""
+        names = {f"workflow_{a}" for a in WORKFLOW_ATTRS} | {"workflow", "context", "output"}
+        names |= {f"context_{a}" for a in CONTEXT_ATTRS}
+        for s in self.all_names:
+            names |= {s, f"{s}_output"}
+        for g in self.parallel:
+            names |= {f"{g}_{k}" for k in ("type", "outputs", "errors")}
+        for g in self.for_each:
+            names |= {f"{g}_{k}" for k in ("type", "outputs", "errors", "count")}
+        if owner is None:
+            return names, True
+        fields = self.output_fields(owner)
+        if owner in self.parallel:
+            fields = {"type", "outputs", "errors"}
+        elif owner in self.for_each:
+            fields = {"type", "outputs", "errors", "count"}
+        closed = fields is not None
+        if fields is None:
+            fields = set(SCRIPT_BUILTINS) if isinstance(self.steps.get(owner), ScriptStep) \
+                else set()
+        names |= fields | {f"output_{f}" for f in fields}
+        return names, closed
+
+    def _check_refs(self, site: TemplateSite, refs: list[Ref]) -> None:
+        allowed_roots = set(self.all_names) | {"workflow", "context"} | set(site.extra_names)
+        if site.scope == "route":
+            allowed_roots.add("output")
+        owner_step = self.steps.get(site.owner) if site.owner else None
+        for ref in refs:
+            root = ref.root
+            if root in JINJA_GLOBALS:
+                continue
+            if root not in allowed_roots:
+                if ref.guarded or ref.is_guard:
+                    # `x is defined` / `x | default(...)` tolerate a missing name on purpose;
+                    # flag it only when it looks like a typo of a name that exists
+                    close = did_you_mean(root, sorted(self.all_names))
+                    if close:
+                        self._site_error(site, ref.lineno, f"'{root}' is not a step or group, "
+                                         "so this guard always takes its fallback", close,
+                                         code="unknown-name", severity="warning")
+                    continue
+                if len(ref.chain) > 1 and ref.chain[1] in STEP_ATTRS:
+                    self._site_error(site, ref.lineno, f"unknown step '{root}'",
+                                     did_you_mean(root, sorted(self.all_names)),
+                                     code="unknown-step")
+                    continue
+                hint = did_you_mean(root, sorted(allowed_roots))
+                extra = ""
+                if root == "output" and site.scope != "route":
+                    extra = " ('output' exists only in route conditions and route outputs)"
+                self._site_error(site, ref.lineno, f"unknown name '{root}'{extra}", hint,
+                                 code="unknown-name")
+                continue
+            if root == "workflow":
+                self._check_workflow_ref(site, ref)
+            elif root == "context":
+                if len(ref.chain) > 1 and ref.chain[1] not in CONTEXT_ATTRS:
+                    self._site_error(site, ref.lineno, f"'context' has no '{ref.chain[1]}'",
+                                     did_you_mean(ref.chain[1], CONTEXT_ATTRS),
+                                     code="unknown-name")
+            elif root == "output" or root in site.extra_names:
+                if root == "output" and site.owner and len(ref.chain) > 1:
+                    self._check_field_ref(site, ref, site.owner, ref.chain[1:])
+            else:
+                self._check_step_ref(site, ref)
+            if site.scope == "step" and self.mode == "explicit" and owner_step is not None:
+                self._check_explicit(site, owner_step, ref)
+
+    def _check_workflow_ref(self, site: TemplateSite, ref: Ref) -> None:
+        if len(ref.chain) < 2:
+            return
+        attr = ref.chain[1]
+        if attr not in WORKFLOW_ATTRS:
+            self._site_error(site, ref.lineno, f"'workflow' has no '{attr}'",
+                             did_you_mean(attr, WORKFLOW_ATTRS), code="unknown-name")
+            return
+        if attr == "input" and len(ref.chain) >= 3 and self.inputs and not ref.is_guard:
+            name = ref.chain[2]
+            if name not in self.inputs:
+                self._site_error(site, ref.lineno, f"unknown workflow input '{name}'",
+                                 did_you_mean(name, self.inputs) or
+                                 "declare it under workflow.input", code="unknown-input")
+
+    def _check_step_ref(self, site: TemplateSite, ref: Ref) -> None:
+        root = ref.root
+        if len(ref.chain) < 2:
+            return
+        attr = ref.chain[1]
+        if root in self.parallel or root in self.for_each:
+            allowed = ("type", "outputs", "errors") + (("count",) if root in self.for_each else ())
+            if attr not in allowed:
+                self._site_error(site, ref.lineno, f"group '{root}' has no '{attr}'",
+                                 did_you_mean(attr, allowed), code="unknown-field")
+            elif attr == "outputs" and root in self.parallel and len(ref.chain) >= 3:
+                members = self.parallel[root].agents
+                if ref.chain[2] not in members and not ref.chain[2].isdigit():
+                    self._site_error(site, ref.lineno,
+                                     f"'{ref.chain[2]}' is not a member of '{root}'",
+                                     did_you_mean(ref.chain[2], members), code="unknown-field")
+            return
+        if attr != "output":
+            if ref.is_guard:
+                return
+            self._site_error(site, ref.lineno, f"'{root}.{attr}': a step exposes only "
+                             f"'{root}.output'", f"did you mean '{root}.output.{attr}'?",
+                             code="unknown-field")
+            return
+        if len(ref.chain) >= 3 and not ref.is_guard:
+            self._check_field_ref(site, ref, root, ref.chain[2:])
+
+    def _check_field_ref(self, site: TemplateSite, ref: Ref, name: str,
+                         rest: tuple[str, ...]) -> None:
+        problem = self.field_problem(name, rest)
+        if problem:
+            self._site_error(site, ref.lineno, problem[0], problem[1], code="unknown-field")
+
+    def _check_explicit(self, site: TemplateSite, step: StepBase, ref: Ref) -> None:
+        root = ref.root
+        if root == "workflow":
+            if len(ref.chain) < 3 or ref.chain[1] != "input":
+                return
+            if isinstance(step, LOCAL_RENDER):
+                return
+            declared = {d.chain for d in self._declared(step)}
+            if ("workflow", "input", ref.chain[2]) in declared:
+                return
+            self._site_error(site, ref.lineno, f"'workflow.input.{ref.chain[2]}' is not in the "
+                             f"input: list of '{step.name}' (context mode is explicit)",
+                             f"add 'workflow.input.{ref.chain[2]}' to its input:",
+                             code="undeclared", severity="warning")
+            return
+        if (root in ("context", "output") or root in site.extra_names
+                or (root == step.name and ref.is_guard)):
+            return
+        if root not in self.all_names:
+            return
+        decls = [d for d in self._declared(step) if d.chain[0] == root]
+        wanted = ref.chain[1:]
+        for d in decls:
+            got = d.chain[1:]
+            if not got or got == ("output",):
+                return
+            if got[0] != "output":  # shorthand a.f
+                got = ("output", *got)
+            if wanted[: len(got)] == got:
+                return
+            if ref.is_guard and len(wanted) < len(got):
+                return
+        if ref.is_guard and not decls:
+            self._site_error(site, ref.lineno, f"'{root}' is never defined here: it is not in "
+                             f"the input: list of '{step.name}' (context mode is explicit)",
+                             f"add '{root}.output?' to its input:", code="undeclared",
+                             severity="warning")
+            return
+        if ref.is_guard:
+            return
+        shown = ".".join(ref.chain[:3])
+        msg = f"'{shown}' is not in the input: list of '{step.name}'"
+        if decls:
+            msg += f", which has only {', '.join(d.text for d in decls)}"
+        self._site_error(site, ref.lineno, f"{msg} (context mode is explicit)",
+                         f"add '{shown}' to its input:", code="undeclared", severity="warning")
