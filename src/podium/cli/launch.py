@@ -22,10 +22,12 @@ def podium_home() -> Path:
     return Path(os.environ.get("PODIUM_HOME") or Path.home() / ".podium")
 
 
-def open_store() -> SQLiteStore:
+def open_store(*, verify: bool = True) -> SQLiteStore:
+    """The run store under PODIUM_HOME. `verify` (for commands that write) checks the whole
+    file first, so a damaged store is reported before anything is written to it."""
     from podium.store.sqlite import SQLiteStore, default_store_path
 
-    return SQLiteStore(default_store_path(podium_home()))
+    return SQLiteStore(default_store_path(podium_home()), verify=verify)
 
 
 def process_start(pid: int) -> str | None:
@@ -52,7 +54,7 @@ class LaunchOptions:
 
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
                 store: SQLiteStore, *, run_id: str | None = None, state: RunState | None = None,
-                start_seq: int = 0) -> Engine:
+                start_seq: int = 0, warnings: list[str] | None = None) -> Engine:
     from podium.engine.run import Engine
     from podium.events.sinks.console import ConsoleSink
     from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
@@ -62,6 +64,13 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     from podium.steps.base import RunOptions
     from podium.store.base import GateRecord
 
+    if opts.provider is not None:
+        from podium.errors import UsageError
+        from podium.providers.catalog import describe_known, info
+
+        if info(opts.provider) is None:
+            raise UsageError(f"--provider {opts.provider}: unknown provider; podium has: "
+                             f"{describe_known()}")
     answerers: list[GateAnswerer] = []
     override = None
     scripted: GateAnswerer | None = None
@@ -69,7 +78,8 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
         from podium.providers.scripted import ScriptedProvider, load_responses
 
         responses = load_responses(opts.responses)
-        override = ScriptedProvider(responses)
+        if "agents" in responses.model_fields_set:  # a file of only gates scripts only gates
+            override = ScriptedProvider(responses)
         scripted = ScriptedAnswerer(responses.gate_answers())
     interactive = sys.stdin.isatty() and not opts.skip_gates
     engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(override),
@@ -85,7 +95,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     elif interactive:
         answerers.append(TerminalAnswerer())
     engine.bus.add(store)
-    engine.bus.add(ConsoleSink(sys.stderr, opts.verbosity))
+    engine.bus.add(ConsoleSink(sys.stderr, opts.verbosity, after_start=warnings))
     if opts.events is not None:
         from podium.events.sinks.jsonl import JsonlSink
 
@@ -105,12 +115,19 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
 def launch(engine: Engine, store: SQLiteStore, opts: LaunchOptions,
            start: str | None = None) -> int:
     """Run the engine (its run row must exist), print the output and the summary."""
+    from podium.store.base import StoreError
+
     pid = os.getpid()
-    store.update_run(engine.run_id, status="running", pid=pid, pid_start=process_start(pid))
     try:
-        outcome = engine.run(start)
-    finally:
-        store.commit()
+        store.update_run(engine.run_id, status="running", pid=pid,
+                         pid_start=process_start(pid))
+        try:
+            outcome = engine.run(start)
+        finally:
+            store.commit()
+    except StoreError as exc:  # the store broke mid-run: what was committed stays resumable
+        sys.stderr.write(f"podium: run {engine.run_id} stopped: {exc}\n")
+        return exc.exit_code
     report(engine, outcome, opts)
     return outcome.exit_code
 

@@ -10,6 +10,7 @@ from podium.cli import exitcodes
 from podium.cli.launch import LaunchOptions, launch, make_engine, open_store, process_start
 from podium.errors import PodiumError
 from podium.spec.diagnostics import did_you_mean
+from podium.spec.model import END
 from podium.store.base import RunRecord
 from podium.store.sqlite import SQLiteStore
 
@@ -68,7 +69,12 @@ def _family(store: SQLiteStore, run_id: str) -> list[str]:
 def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
     from podium.cli.run_cmd import load_valid
     from podium.engine.run import file_hash
-    from podium.store.restore import fold_events, last_start_of, usage_from_events
+    from podium.store.restore import (
+        fold_events,
+        granted_after,
+        last_start_of,
+        usage_from_events,
+    )
 
     if run.status == "running" and run.pid and process_start(run.pid) == run.pid_start:
         return _fail(f"run {run.id} is still running (pid {run.pid}); stop it first with "
@@ -88,7 +94,8 @@ def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
         return code
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
-    names = {s.name for s in wf.agents}
+    names = ({s.name for s in wf.agents} | {g.name for g in wf.parallel}
+             | {g.name for g in wf.for_each})
     if req.from_step is not None:
         if req.from_step not in names:
             hint = did_you_mean(req.from_step, sorted(names))
@@ -108,12 +115,17 @@ def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
         if cp is not None:
             state = fold_events(events, upto_seq=cp.seq,
                                 default_max=wf.workflow.limits.max_iterations)
+            granted = granted_after(events, cp.seq)
+            if granted is not None:
+                state.max_iterations = max(state.max_iterations, granted)
             start = cp.next_step or cp.step
         else:
-            state = fold_events(events, default_max=wf.workflow.limits.max_iterations)
+            # Nothing was committed: start afresh (keeping only the run's start).
+            state = fold_events([e for e in events if e["type"] == "run_started"][:1],
+                                default_max=wf.workflow.limits.max_iterations)
             state.inputs = dict(run.inputs)
             start = wf.workflow.entry_point
-    if start not in names:
+    if start not in names and start != END:
         return _fail(f"run {run.id} would resume at '{start}', which the workflow no longer has",
                      exitcodes.INVALID)
     for gate in store.gates(run_id=run.id, status="open"):
@@ -123,6 +135,8 @@ def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
     if responses is None and original.get("responses"):
         responses = Path(original["responses"])
     skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
+    if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
+        store.update_run(run.id, options={**original, "skip_gates": skip})
     opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),
                          req.events, req.json_out)
     if req.from_step is not None:

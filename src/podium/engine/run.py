@@ -38,8 +38,16 @@ from podium.events.model import (
 )
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.providers.base import ProviderRegistry
-from podium.spec.model import END, ForEachGroup, ParallelGroup, Route, StepBase, WorkflowFile
-from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
+from podium.spec.model import (
+    END,
+    ForEachGroup,
+    ParallelGroup,
+    Route,
+    StepBase,
+    TerminateStep,
+    WorkflowFile,
+)
+from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Termination, Usage
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
 RunStatus = Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
@@ -175,6 +183,9 @@ class Engine:
     def _loop(self, node: str) -> RunResult:
         last_route: Route | None = None
         try:
+            finished = self._already_finished(node)
+            if finished is not None:
+                return finished
             while True:
                 self._check_interrupt()
                 self._check_timeout(node)
@@ -194,6 +205,10 @@ class Engine:
                 nxt, last_route = self._route(step, outcome)
                 if self.checkpointer is not None:
                     self.checkpointer.committed(self, nxt)
+                # limits are checked once the step is committed: a step that passed the
+                # budget or the timeout is kept, never run (and paid for) twice
+                self._check_budget(step.name)
+                self._check_timeout(None, after=step.name)
                 if nxt == END:
                     return self._finish_end(last_route)
                 node = nxt
@@ -239,13 +254,18 @@ class Engine:
                 exc.step = step.name
             if exc.iteration is None:
                 exc.iteration = iteration
+            spent = exc.details.get("usage_rows")
+            rows = spent if isinstance(spent, dict) else {}
+            total = sum(rows.values(), Usage()) if rows else Usage()
+            details = {k: v for k, v in exc.details.items() if k != "usage_rows"}
             self.bus.emit(StepFailed(step=step.name, step_type=step_type, iteration=iteration,
                                      elapsed=self.clock.monotonic() - started,
                                      error_type=exc.error_type, message=str(exc),
-                                     details=exc.details))
-            spent = exc.details.get("usage_rows")
-            if isinstance(spent, dict):
-                self._account(step.name, None, spent)  # a failed child still cost money
+                                     details=details, input_tokens=total.input_tokens,
+                                     output_tokens=total.output_tokens,
+                                     cost_usd=total.cost_usd, priced=total.priced))
+            self._account(step.name, None, rows)  # a failed child still cost money
+            self._check_budget(step.name)  # and an enforced budget says so first
             raise
         elapsed = self.clock.monotonic() - started
         state.step_counts[step.name] = iteration
@@ -263,8 +283,30 @@ class Engine:
         self._account(step.name, None if outcome.usage_rows else u, outcome.usage_rows)
         if self.observer is not None:
             self.observer.after_step(self, state.records[-1])
-        self._check_timeout(None, after=step.name)
         return outcome
+
+    def _already_finished(self, node: str) -> RunResult | None:
+        """A resumed run whose last step was committed as its end (a route to $end, or a
+        terminate step) finishes without running anything again."""
+        records = self.state.records
+        if node == END and records:
+            last = records[-1]
+            step = self.steps.get(last.step)
+            route = None
+            if step is not None and step.routes:
+                scope = self.services.full_context()
+                scope["output"] = last.output
+                route = choose_route(self.services.templates, step.name, step.routes, scope,
+                                     last.iteration).route
+            return self._finish_end(route)
+        step = self.steps.get(node)
+        if isinstance(step, TerminateStep) and records and records[-1].step == node and \
+                isinstance(records[-1].output, dict):
+            out = records[-1].output
+            term = Termination(str(out.get("status", step.status)),
+                               str(out.get("reason", "")), None)
+            return self._terminate(step, StepOutcome(out, termination=term))
+        return None
 
     def _run_subworkflow(self, call: StepCall) -> StepOutcome:
         from podium.engine.subflow import run_subworkflow
@@ -285,7 +327,6 @@ class Engine:
                 self.spent_usd += u.cost_usd
             if not u.priced:
                 self.unpriced_spend = True
-        self._check_budget(name)
 
     def _route(self, step: StepBase | ParallelGroup | ForEachGroup,
                outcome: StepOutcome) -> tuple[str, Route | None]:

@@ -96,6 +96,11 @@ class StepFailed(Event):
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
     group: str | None = None
+    # what a failed step still spent (a failed sub-workflow's agents, say)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    priced: bool = True
 
 
 class RouteTaken(Event):
@@ -115,7 +120,7 @@ class PromptRendered(Event):
     step: str
     iteration: int
     provider: str
-    model: str | None
+    model: str | None = None
     prompt: str
     system_prompt: str | None = None
     reasoning_effort: str | None = None
@@ -130,7 +135,7 @@ class ModelExchange(Event):
     iteration: int
     attempt: int
     provider: str
-    model: str | None
+    model: str | None = None
     request: dict[str, Any]
     response_text: str
     input_tokens: int = 0
@@ -150,12 +155,32 @@ class ParseRecovery(Event):
 
 
 class ProviderRetry(Event):
+    """A provider call failed transiently and is tried again after `delay` seconds."""
+
     type: Literal["provider_retry"] = "provider_retry"
     step: str
     attempt: int
     max_attempts: int
     error: str
     delay: float
+    iteration: int | None = None
+    status: int | None = None
+    category: str | None = None  # provider_error | timeout
+
+
+class ToolCalled(Event):
+    """The model of an agent called a tool and podium ran it (`source` is "workspace" or
+    "mcp:<server>"); long arguments and outputs are cut in the event, not for the model."""
+
+    type: Literal["tool_called"] = "tool_called"
+    step: str
+    iteration: int
+    tool: str
+    source: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: str = ""
+    is_error: bool = False
+    elapsed: float = 0.0
 
 
 class ScriptOutput(Event):
@@ -165,12 +190,27 @@ class ScriptOutput(Event):
     step: str
     iteration: int
     argv: list[str]
-    working_dir: str | None
+    working_dir: str | None = None
     exit_code: int
     stdout: str
     stderr: str
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    elapsed: float = 0.0
+
+
+class McpCalled(Event):
+    """An `mcp` step called a tool: its rendered arguments and what the tool returned (the
+    step's output, or the error text when `is_error`)."""
+
+    type: Literal["mcp_called"] = "mcp_called"
+    step: str
+    iteration: int
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+    result: Any = None
+    is_error: bool = False
     elapsed: float = 0.0
 
 
@@ -197,7 +237,7 @@ class GateAnswered(Event):
 class LimitReached(Event):
     type: Literal["limit_reached"] = "limit_reached"
     limit: Literal["iterations", "timeout", "budget"]
-    step: str | None
+    step: str | None = None
     current: float
     maximum: float
     recent_steps: list[str] = Field(default_factory=list)
@@ -217,7 +257,7 @@ class BudgetExceeded(Event):
     budget_usd: float
     spent_usd: float
     budget_mode: Literal["audit", "enforce"]
-    step: str | None
+    step: str | None = None
     partial: bool = False
 
 
@@ -231,21 +271,21 @@ class Warning_(Event):
 
 class Checkpointed(Event):
     type: Literal["checkpoint"] = "checkpoint"
-    step: str | None
-    next_step: str | None
+    step: str | None = None
+    next_step: str | None = None
     run_iteration: int
 
 
 AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed | RouteTaken
-            | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ScriptOutput
-            | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
+            | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ToolCalled | ScriptOutput
+            | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
             | Warning_ | Checkpointed)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
     for c in (RunStarted, RunFinished, StepStarted, StepFinished, StepFailed, RouteTaken,
-              PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ScriptOutput,
-              GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
+              PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ToolCalled, ScriptOutput,
+              McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
               Checkpointed)
 }
 

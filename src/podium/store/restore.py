@@ -6,10 +6,25 @@ from typing import Any
 
 from podium.engine.state import RunState, StepRecord
 
+_GROUP_TYPES = ("parallel", "for_each")
+
+
+def _group_size(e: dict[str, Any]) -> int:
+    """How many executions a group's step_finished counts (one per member or item)."""
+    out = e.get("output")
+    if not isinstance(out, dict):
+        return 1
+    if e["step_type"] == "for_each":
+        return int(out.get("count", 0))
+    return len(out.get("outputs") or {}) + len(out.get("errors") or {})
+
 
 def fold_events(events: list[dict[str, Any]], *, upto_seq: int | None = None,
                 default_max: int = 10) -> RunState:
-    """The state after applying `events` (only those with seq <= upto_seq, when given)."""
+    """The state after applying `events` (only those with seq <= upto_seq, when given).
+
+    A group member's events (they carry `group`) only advance the member's execution count:
+    the group's own step_finished holds their outputs and counts their executions."""
     state: RunState | None = None
     for e in events:
         if upto_seq is not None and e["seq"] > upto_seq:
@@ -22,37 +37,56 @@ def fold_events(events: list[dict[str, Any]], *, upto_seq: int | None = None,
             continue
         if state is None:
             continue
-        if t == "step_finished":
+        if t in ("step_finished", "step_failed") and e.get("group"):
+            name = str(e["step"]).split("[", 1)[0]
+            state.step_counts[name] = max(state.step_counts.get(name, 0), int(e["iteration"]))
+        elif t == "step_finished":
             state.step_counts[e["step"]] = int(e["iteration"])
-            state.run_iteration += 1
+            state.run_iteration += (_group_size(e) if e["step_type"] in _GROUP_TYPES else 1)
             state.store(e["step"], e.get("output"))
             state.records.append(StepRecord(e["step"], e["step_type"], int(e["iteration"]),
                                             state.run_iteration, e.get("output"),
                                             elapsed=float(e.get("elapsed", 0.0))))
         elif t == "route_taken" and state.records and state.records[-1].step == e["from_step"]:
             state.records[-1].route_to = e["to_step"]
+        elif t == "checkpoint":
+            state.run_iteration = int(e.get("run_iteration", state.run_iteration))
         elif t == "limit_resolved":
             state.max_iterations = int(e["new_maximum"])
     return state or RunState(inputs={}, max_iterations=default_max)
+
+
+def granted_after(events: list[dict[str, Any]], seq: int) -> int | None:
+    """The iteration limit a person granted after `seq` (the last checkpoint), if any.
+
+    A grant is committed when it is given, before the step it allows; a run killed or stopped
+    before that step committed resumes at the same place and keeps the grant."""
+    granted = None
+    for e in events:
+        if e["seq"] > seq and e["type"] == "limit_resolved":
+            granted = int(e["new_maximum"])
+    return granted
 
 
 def last_start_of(events: list[dict[str, Any]], step: str) -> int | None:
     """The seq of the most recent step_started of `step`, or None when it never ran."""
     found = None
     for e in events:
-        if e["type"] == "step_started" and e["step"] == step:
+        if e["type"] == "step_started" and e["step"] == step and not e.get("group"):
             found = int(e["seq"])
     return found
 
 
 def usage_from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tokens and cost per step, summed over a run's step_finished events."""
+    """Tokens and cost per step, summed over a run's step_finished (and step_failed: a failed
+    step may still have spent) events; a group's own event carries its members' usage, so
+    member events are not counted again."""
     from podium.steps.base import Usage
 
     out: dict[str, Usage] = {}
     for e in events:
-        if e["type"] != "step_finished" or not (e.get("input_tokens") or e.get("output_tokens")
-                                                 or e.get("model")):
+        if e["type"] not in ("step_finished", "step_failed") or e.get("group") or not (
+                e.get("input_tokens") or e.get("output_tokens") or e.get("model")):
             continue
         u = Usage(int(e.get("input_tokens", 0)), int(e.get("output_tokens", 0)),
                   int(e.get("cached_tokens", 0)), e.get("cost_usd"), e.get("model"),

@@ -118,10 +118,12 @@ def _defers(event: Event) -> bool:
 class SQLiteStore:
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, verify: bool = False) -> None:
         self.path = path
         self._lock = threading.RLock()
-        self._in_tx = False
+        self._step_pending = False  # the open transaction holds a finished step's events
+        self._checkpoint_pending = False  # ... and the checkpoint that commits them
+        self._closed = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -135,6 +137,8 @@ class SQLiteStore:
         try:
             self.db.execute("PRAGMA busy_timeout=10000")
             self._check_version()
+            if verify:
+                self._verify()
             mode = self.db.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None:
                 raise sqlite3.DatabaseError("cannot set the journal mode")
@@ -212,6 +216,13 @@ class SQLiteStore:
                 raise self._untouched("is a SQLite database of another program (it has tables "
                                       "but no podium schema version)")
 
+    def _verify(self) -> None:
+        """SQLite's quick check of every page (fast: one pass, no index comparison)."""
+        problems = [str(r[0]) for r in self.db.execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            first = " ".join(" ".join(problems).split())
+            raise self._untouched(f"is corrupted (SQLite's check: {first[:200]})")
+
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
@@ -219,6 +230,10 @@ class SQLiteStore:
             return
         for number in range(version, SCHEMA_VERSION):
             self.db.execute("BEGIN IMMEDIATE")
+            # another process may have migrated while we waited for the write lock
+            if self.db.execute("PRAGMA user_version").fetchone()[0] > number:
+                self.db.execute("COMMIT")
+                continue
             try:
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
@@ -232,20 +247,19 @@ class SQLiteStore:
     # ------------------------------------------------------------------ transactions
 
     def _begin(self) -> None:
-        if not self._in_tx:
-            self.db.execute("BEGIN")
-            self._in_tx = True
+        if not self.db.in_transaction:
+            self._write("BEGIN", ())
+            self._step_pending = self._checkpoint_pending = False
 
     def commit(self) -> None:
         with self._lock:
-            if self._in_tx:
-                self.db.execute("COMMIT")
-                self._in_tx = False
+            if self.db.in_transaction:
+                self._write("COMMIT", ())
 
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
         try:
             return self.db.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             raise self._corrupt(exc) from None
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
@@ -254,7 +268,7 @@ class SQLiteStore:
                 cur = self.db.execute(sql, params)
                 cols = [d[0] for d in cur.description]
                 return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
-            except sqlite3.DatabaseError as exc:
+            except sqlite3.Error as exc:
                 raise self._corrupt(exc) from None
 
     # ------------------------------------------------------------------ runs
@@ -340,15 +354,21 @@ class SQLiteStore:
 
     def append_event(self, event: Event) -> None:
         with self._lock:
+            if event.type == "run_finished" and self.db.in_transaction and \
+                    self._step_pending and not self._checkpoint_pending:
+                # a step finished but the run ended before its checkpoint (an interrupt, a
+                # routing error): the step was not committed, so its events are not either
+                self._write("ROLLBACK", ())
             self._begin()
+            if event.type in _DEFERRED:
+                self._step_pending = True
             self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
                         (event.run_id, event.seq, event.type, event.ts, event.model_dump_json()))
             self._summarise(event)
             if not _defers(event):
                 self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
                             (event.seq, event.ts, event.run_id))
-                self.db.execute("COMMIT")
-                self._in_tx = False
+                self._write("COMMIT", ())
 
     def _summarise(self, event: Event) -> None:
         t = event.type
@@ -356,7 +376,7 @@ class SQLiteStore:
         if t == "step_started":
             self._write("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
                         (d.step, event.run_id))
-        elif t == "step_finished" and d.group is None:
+        elif t in ("step_finished", "step_failed") and d.group is None:
             # A group member's usage is in its group's own step_finished: counted once there.
             self._write("UPDATE runs SET "
                         "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
@@ -391,6 +411,7 @@ class SQLiteStore:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
             self._begin()
+            self._checkpoint_pending = True
             self._write("INSERT INTO checkpoints (run_id, seq, step, next_step, state, created_at) "
                         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
                         "seq = excluded.seq, step = excluded.step, next_step = excluded.next_step, "
@@ -471,10 +492,14 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._in_tx:
-                self.db.execute("COMMIT")
-                self._in_tx = False
-            self.db.close()
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self.db.in_transaction:
+                    self._write("COMMIT", ())
+            finally:
+                self.db.close()
 
 
 def default_store_path(home: Path) -> Path:

@@ -1,0 +1,534 @@
+"""The RunStore conformance suite: what every run store must do, whatever its database.
+
+A store runs it by subclassing `RunStoreConformance` in a test module and giving the `opener`
+fixture: a function that opens the store kept in a folder. Two calls on the same folder must
+give two independent handles on the same data, as two podium processes have::
+
+    class TestSQLiteStore(RunStoreConformance):
+        @pytest.fixture
+        def opener(self) -> Opener:
+            return lambda folder: SQLiteStore(folder / "podium.db")
+
+The first part pins the protocol call by call (runs, events, checkpoints, gates). The second
+runs real workflows through the real engine and resume code with the store as sink,
+checkpointer and gate keeper, while a second handle watches every commit: a step is visible
+only together with the checkpoint after it, the last checkpoint only with the run's end, and a
+parked gate's answer is consumed only with the step that used it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podium.events.model import (
+    Checkpointed,
+    Event,
+    LimitReached,
+    RouteTaken,
+    RunFinished,
+    RunStarted,
+    ScriptOutput,
+    StepFinished,
+    StepStarted,
+    parse_event,
+)
+from podium.store.base import Checkpoint, GateRecord, RunNotFound, RunRecord, RunStore, StoreError
+
+Opener = Callable[[Path], RunStore]
+
+
+def _record(run_id: str, **fields: Any) -> RunRecord:
+    base: dict[str, Any] = {"workflow_name": "flow", "workflow_path": "/work/flows/flow.yaml",
+                            "workflow_hash": "sha256:" + "ab" * 32,
+                            "inputs": {"topic": "ünïcode ✓", "n": 3, "nested": {"a": [1, None]}}}
+    base.update(fields)
+    return RunRecord(run_id, **base)
+
+
+def _stamp(event: Event, run_id: str, seq: int, ts: float | None = None) -> Event:
+    return event.model_copy(update={"run_id": run_id, "seq": seq,
+                                    "ts": 1_700_000_000.0 + seq if ts is None else ts})
+
+
+def _history(run_id: str) -> list[Event]:
+    """A plausible history of one run, stamped with seq 1..n (None-valued fields included)."""
+    raw: list[Event] = [
+        RunStarted(workflow="flow", workflow_path="/f.yaml", workflow_hash="sha256:00",
+                   entry_point="a", inputs={"x": "ü"}, podium_version="0", max_iterations=5),
+        StepStarted(step="a", step_type="script", iteration=1, run_iteration=1),
+        ScriptOutput(step="a", iteration=1, argv=["python", "-c", "x"], working_dir=None,
+                     exit_code=0, stdout='{"v": 1}\n', stderr="línea\n"),
+        StepFinished(step="a", step_type="script", iteration=1, elapsed=0.5,
+                     output={"v": 1, "text": "ok ✓"}, model="m", input_tokens=10,
+                     output_tokens=5, cost_usd=0.25),
+        RouteTaken(from_step="a", to_step="b", route_index=0, condition="{{ true }}"),
+        Checkpointed(step="a", next_step="b", run_iteration=1),
+        LimitReached(limit="timeout", step=None, current=1.0, maximum=1.0),
+        StepStarted(step="b", step_type="terminate", iteration=1, run_iteration=2),
+        StepFinished(step="b", step_type="terminate", iteration=1, elapsed=0.0,
+                     output={"status": "success"}, input_tokens=1, output_tokens=2,
+                     cost_usd=None, priced=False),
+        Checkpointed(step="b", next_step=None, run_iteration=2),
+        RunFinished(status="success", output={"answer": 42}, terminal="b", reason="done",
+                    elapsed=1.0, iterations=2, exit_code=0),
+    ]
+    return [_stamp(e, run_id, i) for i, e in enumerate(raw, 1)]
+
+
+class RunStoreConformance:
+    """The behaviour podium relies on from any RunStore. Subclass it and give `opener`."""
+
+    @pytest.fixture
+    def opener(self) -> Opener:
+        raise NotImplementedError("a conformance test module must override the opener fixture")
+
+    @pytest.fixture
+    def handles(self, opener: Opener, tmp_path: Path) -> Iterator[Callable[[], RunStore]]:
+        """Opens handles on one store in tmp_path; closes them all at the end."""
+        opened: list[RunStore] = []
+
+        def open_one() -> RunStore:
+            store = opener(tmp_path / "store")
+            opened.append(store)
+            return store
+
+        yield open_one
+        for store in opened:
+            with contextlib.suppress(Exception):
+                store.close()
+
+    @pytest.fixture
+    def store(self, handles: Callable[[], RunStore]) -> RunStore:
+        return handles()
+
+    # ------------------------------------------------------------------ runs
+
+    def test_a_new_store_is_empty(self, store: RunStore) -> None:
+        assert store.list_runs() == []
+        assert store.gates() == []
+        assert store.events("nothing") == []
+        assert store.latest_checkpoint("nothing") is None
+
+    def test_a_run_round_trips_every_field(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        record = _record("r1", status="running", current_step="a", created_at=1000.5,
+                         iterations=2, input_tokens=7, output_tokens=9, cost_usd=0.125,
+                         cost_partial=True, exit_code=None, output={"k": ["v", 1, None]},
+                         error=None, terminal=None, reason=None, parent_run_id="p0",
+                         forked_from="f0", pid=4242, pid_start="123456", last_seq=0,
+                         options={"responses": None, "skip_gates": True})
+        writer.create_run(record)
+        got = reader.get_run("r1")
+        assert got.created_at == 1000.5
+        assert got.updated_at > 0
+        expected = dict(record.to_json(), updated_at=got.updated_at)
+        assert got.to_json() == expected
+
+    def test_create_run_stamps_the_creation_time(self, store: RunStore) -> None:
+        store.create_run(_record("r1"))
+        assert store.get_run("r1").created_at > 1_600_000_000
+
+    def test_an_unknown_run_is_not_found(self, store: RunStore) -> None:
+        with pytest.raises(RunNotFound, match="nope"):
+            store.get_run("nope")
+        with pytest.raises(RunNotFound, match="podium runs"):
+            store.find_run("nope")
+
+    def test_find_run_by_unique_prefix_or_exact_id(self, store: RunStore) -> None:
+        for rid in ("abc123", "abd456", "abc"):
+            store.create_run(_record(rid))
+        assert store.find_run("abd").id == "abd456"
+        assert store.find_run("abc").id == "abc"  # exact wins over the longer match
+        assert store.find_run("abc1").id == "abc123"
+        with pytest.raises(RunNotFound, match="several runs") as info:
+            store.find_run("ab")
+        assert "abc123" in str(info.value)
+        assert "abd456" in str(info.value)
+        with pytest.raises(RunNotFound):
+            store.find_run("%")  # a LIKE wildcard is not a prefix of anything
+
+    def test_list_runs_newest_first_with_filters(self, store: RunStore) -> None:
+        store.create_run(_record("old", created_at=100.0, status="success"))
+        store.create_run(_record("new", created_at=300.0, status="waiting",
+                                 workflow_name="other", workflow_path="/x/other.yaml"))
+        store.create_run(_record("mid", created_at=200.0, status="success",
+                                 parent_run_id="new"))
+        assert [r.id for r in store.list_runs()] == ["new", "mid", "old"]
+        assert [r.id for r in store.list_runs(limit=2)] == ["new", "mid"]
+        assert [r.id for r in store.list_runs(status="success")] == ["mid", "old"]
+        assert [r.id for r in store.list_runs(workflow="other")] == ["new"]
+        assert [r.id for r in store.list_runs(workflow="flows/flow")] == ["mid", "old"]
+        assert [r.id for r in store.list_runs(parent="new")] == ["mid"]
+        assert store.list_runs(status="failed") == []
+
+    def test_update_run_changes_only_the_given_fields(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        before = reader.get_run("r1")
+        writer.update_run("r1", status="interrupted", pid=77, cost_partial=True,
+                          output={"x": {"y": "ü"}})
+        after = reader.get_run("r1")
+        assert (after.status, after.pid, after.cost_partial, after.output) == \
+            ("interrupted", 77, True, {"x": {"y": "ü"}})
+        assert after.inputs == before.inputs
+        assert after.workflow_hash == before.workflow_hash
+        assert after.updated_at >= before.updated_at
+        writer.update_run("r1", output=None, finished_at=None)
+        assert reader.get_run("r1").output is None
+
+    def test_runs_survive_reopening(self, handles: Callable[[], RunStore]) -> None:
+        first = handles()
+        first.create_run(_record("r1"))
+        for event in _history("r1"):
+            first.append_event(event)
+        first.close()
+        again = handles()
+        assert again.get_run("r1").status == "success"
+        assert len(again.events("r1")) == len(_history("r1"))
+
+    # ------------------------------------------------------------------ events
+
+    def test_events_round_trip_in_seq_order(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        writer.create_run(_record("r2"))
+        history = _history("r1")
+        for event in history:
+            writer.append_event(event)
+        writer.append_event(_history("r2")[0])
+        stored = reader.events("r1")
+        assert stored == [e.model_dump(mode="json") for e in history]
+        assert [parse_event(e) for e in stored] == history  # the JSON Schema's shape
+        assert [e["seq"] for e in reader.events("r1", after_seq=8)] == [9, 10, 11]
+        assert [e["seq"] for e in reader.events("r2")] == [1]
+
+    def test_the_run_row_summarises_its_events(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:2]:
+            writer.append_event(event)
+        mid = reader.get_run("r1")
+        assert (mid.status, mid.current_step, mid.last_seq) == ("running", "a", 2)
+        for event in history[2:]:
+            writer.append_event(event)
+        run = reader.get_run("r1")
+        assert (run.status, run.exit_code, run.output, run.terminal, run.reason) == \
+            ("success", 0, {"answer": 42}, "b", "done")
+        assert (run.iterations, run.input_tokens, run.output_tokens) == (2, 11, 7)
+        assert run.cost_usd == pytest.approx(0.25)
+        assert run.cost_partial  # step b's model has no price
+        assert run.finished_at == history[-1].ts
+        assert run.last_seq == len(history)
+
+    def test_a_waiting_run_is_not_finished(self, store: RunStore) -> None:
+        store.create_run(_record("r1"))
+        store.append_event(_history("r1")[0])
+        store.append_event(_stamp(RunFinished(status="waiting", step="gate", message="waiting",
+                                              elapsed=0.1, iterations=0, exit_code=5),
+                                  "r1", 2))
+        run = store.get_run("r1")
+        assert (run.status, run.exit_code, run.current_step, run.finished_at) == \
+            ("waiting", 5, "gate", None)
+
+    def test_a_step_is_visible_only_with_its_checkpoint(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:3]:  # run_started, step_started, script_output
+            writer.append_event(event)
+        assert len(reader.events("r1")) == 3
+        writer.append_event(history[3])  # step_finished
+        writer.append_event(history[4])  # route_taken
+        assert len(reader.events("r1")) == 3
+        assert reader.get_run("r1").iterations == 0
+        writer.save_checkpoint(Checkpoint("r1", 6, "a", "b", {"outputs": {"a": 1}}, 5.0))
+        assert reader.latest_checkpoint("r1") is None
+        writer.append_event(history[5])  # the checkpoint event commits the step
+        assert len(reader.events("r1")) == 6
+        cp = reader.latest_checkpoint("r1")
+        assert cp is not None
+        assert (cp.seq, cp.step, cp.next_step, cp.state) == (6, "a", "b", {"outputs": {"a": 1}})
+
+    def test_the_last_checkpoint_is_visible_only_with_the_end(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:5]:
+            writer.append_event(event)
+        writer.save_checkpoint(Checkpoint("r1", 6, "a", "b", {}, 4.0))
+        for event in history[5:9]:
+            writer.append_event(event)
+        writer.save_checkpoint(Checkpoint("r1", 10, "b", None, {}, 5.0))
+        writer.append_event(history[9])  # checkpoint with next_step None (b terminated)
+        assert len(reader.events("r1")) == 8
+        cp = reader.latest_checkpoint("r1")
+        assert cp is not None
+        assert cp.step == "a"
+        writer.append_event(history[10])  # run_finished
+        assert len(reader.events("r1")) == 11
+        cp = reader.latest_checkpoint("r1")
+        assert cp is not None
+        assert (cp.step, cp.next_step) == ("b", None)
+
+    def test_commit_makes_pending_events_visible(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:4]:
+            writer.append_event(event)
+        assert len(reader.events("r1")) == 3
+        writer.commit()
+        assert len(reader.events("r1")) == 4
+        writer.commit()  # nothing pending: a no-op
+
+    def test_a_later_checkpoint_replaces_the_earlier(self, store: RunStore) -> None:
+        store.create_run(_record("r1"))
+        store.save_checkpoint(Checkpoint("r1", 3, "a", "b", {"n": 1}, 1.0))
+        store.save_checkpoint(Checkpoint("r1", 7, "b", "c", {"n": 2, "ü": [None]}, 2.0))
+        store.commit()
+        cp = store.latest_checkpoint("r1")
+        assert cp == Checkpoint("r1", 7, "b", "c", {"n": 2, "ü": [None]}, 2.0)
+
+    # ------------------------------------------------------------------ gates
+
+    def _gate(self, run_id: str, step: str = "review", kind: str = "human_gate") -> GateRecord:
+        return GateRecord(0, run_id, step, kind, "Ship it?",
+                          [{"label": "Yes", "value": "yes", "route": "done"},
+                           {"label": "Fix", "value": "fix", "prompt_for": "why"}],
+                          "open", 0.0)
+
+    def test_gates_open_answer_consume(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        writer.create_run(_record("r2"))
+        first = writer.open_gate(self._gate("r1"))
+        second = writer.open_gate(self._gate("r2", "limit", "iteration_limit"))
+        assert second > first > 0
+        (gate,) = reader.gates(run_id="r1")
+        assert (gate.id, gate.step, gate.kind, gate.status, gate.prompt) == \
+            (first, "review", "human_gate", "open", "Ship it?")
+        assert gate.options[1]["prompt_for"] == "why"
+        assert gate.created_at > 0
+        assert [g.id for g in reader.gates(status="open")] == [first, second]
+        reader.answer_gate(first, "fix", {"why": "too long ✓"}, "cli")
+        (answered,) = writer.gates(run_id="r1")
+        assert (answered.status, answered.answer, answered.additional_input,
+                answered.answered_by) == ("answered", "fix", {"why": "too long ✓"}, "cli")
+        assert answered.answered_at is not None
+        assert [g.id for g in writer.gates(status="open")] == [second]
+        writer.consume_gate(first)
+        writer.commit()
+        assert [g.status for g in reader.gates(run_id="r1")] == ["consumed"]
+
+    def test_a_gate_is_answered_once(self, store: RunStore) -> None:
+        store.create_run(_record("r1"))
+        gate = store.open_gate(self._gate("r1"))
+        store.answer_gate(gate, "yes", {}, "cli")
+        with pytest.raises(StoreError, match="not open"):
+            store.answer_gate(gate, "fix", {}, "cli")
+        assert store.gates()[0].answer == "yes"
+
+    # ------------------------------------------------------------------ under the engine
+
+    def _workflow(self, folder: Path, text: str) -> Path:
+        path = folder / "wf.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return path
+
+    def _start(self, store: Watched, path: Path) -> Any:
+        """Run a workflow as `podium run` wires it (sink, checkpointer, parked gates)."""
+        from podium.cli.launch import LaunchOptions, make_engine
+        from podium.engine.run import file_hash
+        from podium.spec.load import load_workflow
+
+        wf = load_workflow(path).model
+        assert wf is not None
+        engine = make_engine(wf, path, {}, LaunchOptions(verbosity=0), store)  # type: ignore[arg-type]
+        store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(path), file_hash(path),
+                                   {}))
+        store.run_id = engine.run_id
+        return engine.run()
+
+    def _resume(self, store: Watched) -> int:
+        """Resume the run as `podium resume` / `podium gate answer` do."""
+        from podium.cli.resume_cmd import ResumeRequest, resume_run
+
+        assert store.run_id is not None
+        return resume_run(store, store.get_run(store.run_id),  # type: ignore[arg-type]
+                          ResumeRequest(store.run_id, verbosity=0))
+
+    def test_a_run_with_a_parked_gate_commits_consistently(
+            self, handles: Callable[[], RunStore], tmp_path: Path) -> None:
+        path = self._workflow(tmp_path, GATE_FLOW)
+        store = Watched(handles(), handles())
+        parked = self._start(store, path)
+        assert parked.exit_code == 5
+        (gate,) = store.view.gates(run_id=store.run_id, status="open")
+        assert (gate.step, gate.kind) == ("review", "human_gate")
+        store.view.answer_gate(gate.id, "fix", {"why": "shorter"}, "cli")  # "days later"
+        assert self._resume(store) == 0
+        run = store.view.get_run(parked.run_id)
+        assert (run.status, run.terminal) == ("success", "done")
+        assert run.output == {"said": "fix: shorter", "n": 3}
+        assert [g.status for g in store.view.gates(run_id=run.id)] == ["consumed"]
+        store.assert_clean()
+
+    def test_a_run_ending_at_end_commits_consistently(
+            self, handles: Callable[[], RunStore], tmp_path: Path) -> None:
+        path = self._workflow(tmp_path, END_FLOW)
+        store = Watched(handles(), handles())
+        result = self._start(store, path)
+        assert (result.exit_code, result.output) == (0, {"a": 7, "extra": 8})
+        cp = store.view.latest_checkpoint(result.run_id)
+        assert cp is not None
+        assert (cp.step, cp.next_step) == ("a", "$end")
+        store.assert_clean()
+
+    def test_an_iteration_grant_commits_consistently(
+            self, handles: Callable[[], RunStore], tmp_path: Path) -> None:
+        path = self._workflow(tmp_path, LOOP_FLOW)
+        store = Watched(handles(), handles())
+        parked = self._start(store, path)
+        assert parked.exit_code == 5
+        (gate,) = store.view.gates(run_id=store.run_id, status="open")
+        assert gate.kind == "iteration_limit"
+        store.view.answer_gate(gate.id, "3", {}, "cli")
+        assert self._resume(store) == 0
+        run = store.view.get_run(parked.run_id)
+        assert (run.status, run.output, run.iterations) == ("success", {"count": 4}, 5)
+        store.assert_clean()
+
+
+GATE_FLOW = """
+workflow:
+  name: gated
+  entry_point: draft
+agents:
+  - {name: draft, type: set, value: 3, routes: [{to: review}]}
+  - name: review
+    type: human_gate
+    prompt: "Ship draft {{ draft.output }}?"
+    options:
+      - {label: Ship, value: ship, route: done}
+      - {label: Fix, value: fix, route: done, prompt_for: why}
+  - name: done
+    type: terminate
+    status: success
+    reason: reviewed
+    output_template:
+      said: "{{ review.output.selected }}: {{ review.output.additional_input.why }}"
+      n: "{{ draft.output }}"
+"""
+
+END_FLOW = """
+workflow:
+  name: ends
+  entry_point: a
+agents:
+  - name: a
+    type: set
+    value: 7
+    routes:
+      - to: $end
+        output: {extra: "{{ a.output + 1 }}"}
+output:
+  a: "{{ a.output }}"
+"""
+
+LOOP_FLOW = """
+workflow:
+  name: loop
+  entry_point: count
+  limits: {max_iterations: 2}
+agents:
+  - name: count
+    type: set
+    value: "{{ (count.output if count is defined else 0) + 1 }}"
+    output_type: integer
+    routes:
+      - to: count
+        when: "{{ count.output < 4 }}"
+      - to: done
+  - name: done
+    type: terminate
+    status: success
+    reason: counted
+    output_template:
+      count: "{{ count.output }}"
+"""
+
+_COMPLETING = ("step_finished", "route_taken", "gate_answered")
+
+
+class Watched:
+    """A store handle that, after each event it records, checks through a second handle
+    (another process's view) that what is committed is a state a resume can start from."""
+
+    def __init__(self, store: RunStore, view: RunStore) -> None:
+        self.store = store
+        self.view = view
+        self.run_id: str | None = None
+        self.problems: list[str] = []
+        self.checks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def handle(self, event: Event) -> None:
+        self.append_event(event)
+
+    def append_event(self, event: Event) -> None:
+        self.store.append_event(event)
+        if self.run_id is not None and event.run_id == self.run_id:
+            self._check(f"after {event.type} #{event.seq}")
+
+    def _check(self, when: str) -> None:
+        assert self.run_id is not None
+        self.checks += 1
+        events = self.view.events(self.run_id)
+        seqs = [e["seq"] for e in events]
+        if seqs != list(range(1, len(seqs) + 1)):
+            self.problems.append(f"{when}: committed seqs are not 1..n: {seqs}")
+        finished = any(e["type"] == "run_finished" for e in events)
+        marks = [i for i, e in enumerate(events) if e["type"] == "checkpoint"]
+        # Since the last checkpoint (or process start), no completed step may be visible
+        # unless the run ended there (a failure records the step that failed).
+        starts = [i for i, e in enumerate(events) if e["type"] in ("checkpoint", "run_started")]
+        tail = events[starts[-1] + 1:] if starts else events
+        ended = any(e["type"] == "run_finished" for e in tail)
+        if not ended and any(e["type"] in _COMPLETING and e.get("kind") != "iteration_limit"
+                             for e in tail):
+            self.problems.append(f"{when}: a step's completion is committed without its "
+                                 f"checkpoint: {[e['type'] for e in tail]}")
+        cp = self.view.latest_checkpoint(self.run_id)
+        if marks and (cp is None or cp.seq != events[marks[-1]]["seq"]):
+            self.problems.append(f"{when}: the checkpoint row does not match the last "
+                                 f"checkpoint event")
+        if cp is not None and cp.next_step in (None, "$end") and not finished:
+            self.problems.append(f"{when}: the last checkpoint is committed before the end")
+        for gate in self.view.gates(run_id=self.run_id, status="consumed"):
+            answered = [e for e in events if e["type"] == "gate_answered"
+                        and e["step"] == gate.step]
+            if not answered:
+                self.problems.append(f"{when}: gate {gate.step} consumed but never answered")
+                continue
+            after = events[events.index(answered[-1]):]
+            kinds = {e["type"] for e in after}
+            needed = "limit_resolved" if gate.kind == "iteration_limit" else "checkpoint"
+            if needed not in kinds:
+                self.problems.append(f"{when}: gate {gate.step} consumed before its {needed}")
+
+    def assert_clean(self) -> None:
+        assert self.checks > 5
+        assert not self.problems, "\n".join(self.problems)
