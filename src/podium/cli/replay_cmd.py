@@ -67,8 +67,11 @@ def replay_command(ref: str, verbosity: int, json_out: bool) -> int:
     return exitcodes.REPLAY_DIVERGED
 
 
-def replay_recording(recording: Recording, verbosity: int = 0) -> dict[str, Any]:
-    """Re-execute a recorded run offline and compare it with its recording."""
+def replay_recording(recording: Recording, verbosity: int = 0, *,
+                     workflow_path: Path | None = None, sink: Any = None) -> dict[str, Any]:
+    """Re-execute a recorded run offline and compare it with its recording (against
+    `workflow_path` instead of the recorded workflow file, when given; `sink` also receives
+    the replay's events)."""
     from podium.cli.run_cmd import load_valid
     from podium.engine.run import Engine
     from podium.events.sinks.console import ConsoleSink
@@ -83,7 +86,7 @@ def replay_recording(recording: Recording, verbosity: int = 0) -> dict[str, Any]
     if not recording.recorded:
         return {**base, "why": "the run was made with recording off (--no-record); it cannot "
                 "be replayed", "error_code": exitcodes.INVALID}
-    path = Path(recording.workflow_path)
+    path = workflow_path or Path(recording.workflow_path)
     if not path.is_file():
         return {**base, "why": f"its workflow file is gone: {path}",
                 "error_code": exitcodes.FILE_ERROR}
@@ -96,6 +99,9 @@ def replay_recording(recording: Recording, verbosity: int = 0) -> dict[str, Any]
     attach_replay(engine, recording, control)
     memory = MemorySink()
     engine.bus.add(memory)
+    if sink is not None:
+        engine.bus.add(sink)
+    base["replay_run_id"] = engine.run_id
     if verbosity >= 2:
         engine.bus.add(ConsoleSink(sys.stderr, 1))
     result = engine.run()

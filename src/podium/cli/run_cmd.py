@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from podium.cli import exitcodes
-from podium.errors import PodiumError, UsageError
+from podium.errors import PodiumError, UsageError, WorkflowFileError
 from podium.spec.diagnostics import did_you_mean
 from podium.spec.model import InputDef, WorkflowFile
 
@@ -91,6 +92,13 @@ def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) ->
             raise UsageError(f"--input {pair!r}: the name is empty")
         given[name] = _typed(name, text.strip(), declared[name]) if name in declared \
             else coerce_cli_value(text)
+    return resolve_inputs(wf, given)
+
+
+def resolve_inputs(wf: WorkflowFile, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Given inputs checked against the workflow's declarations, with defaults applied."""
+    declared = wf.workflow.input
+    given = dict(given)
     if declared:
         for name in given:
             if name not in declared:
@@ -112,7 +120,7 @@ def _read_input_file(path: Path) -> dict[str, Any]:
     try:
         doc = load_document(path, environ={})
     except FileUnreadable as exc:
-        raise UsageError(f"--input-file {exc}") from None
+        raise WorkflowFileError(f"--input-file {exc}") from None
     except LoadFailure as exc:
         raise UsageError(exc.diagnostics[0].format()) from None
     if not isinstance(doc.data, dict):
@@ -120,8 +128,12 @@ def _read_input_file(path: Path) -> dict[str, Any]:
     return dict(doc.data)
 
 
-def load_valid(path: Path) -> tuple[WorkflowFile | None, int]:
-    """Validate a workflow for running: diagnostics on stderr; (model, 0) or (None, exit code)."""
+def load_valid(path: Path, warnings: list[str] | None = None
+               ) -> tuple[WorkflowFile | None, int]:
+    """Validate a workflow for running: diagnostics on stderr; (model, 0) or (None, exit code).
+
+    With `warnings`, warning lines are collected there (to print after the run's first line)
+    unless the workflow is invalid."""
     from podium.check.validate import validate_file
     from podium.spec.source import FileUnreadable
 
@@ -130,20 +142,38 @@ def load_valid(path: Path) -> tuple[WorkflowFile | None, int]:
     except FileUnreadable as exc:
         sys.stderr.write(f"podium: {exc}\n")
         return None, exitcodes.FILE_ERROR
+    defer = warnings is not None and not result.sink.errors and result.model is not None
     for d in result.sink.sorted():
-        sys.stderr.write(d.format() + "\n")
+        if defer and d.severity == "warning" and warnings is not None:
+            warnings.append(d.format())
+        else:
+            sys.stderr.write(d.format() + "\n")
     if result.sink.errors or result.model is None:
         sys.stderr.write(f"podium: {result.shown} is invalid; nothing was run\n")
         return None, exitcodes.INVALID
     return result.model, exitcodes.OK
 
 
-def run_command(req: RunRequest) -> int:
+class RunHooks(Protocol):
+    """Extra behaviour around a run (the console of `podium run --web`)."""
+
+    def started(self, engine: Any, store: Any) -> dict[str, Any]:
+        """Called once the engine exists, before the run is recorded; returns extra options
+        to record with the run. Raise PodiumError to refuse to run."""
+        ...
+
+    def finished(self, engine: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
     from podium.cli.launch import LaunchOptions, launch, make_engine, open_store
     from podium.engine.run import file_hash
     from podium.store.base import RunRecord
 
-    wf, code = load_valid(req.file)
+    warnings: list[str] = []
+    wf, code = load_valid(req.file, warnings)
     if wf is None:
         return code
     opts = LaunchOptions(req.skip_gates, req.responses, req.verbosity, req.provider, req.events,
@@ -156,17 +186,23 @@ def run_command(req: RunRequest) -> int:
         return exc.exit_code
     try:
         try:
-            engine = make_engine(wf, req.file, inputs, opts, store)
-        except UsageError as exc:
+            engine = make_engine(wf, req.file, inputs, opts, store, warnings=warnings)
+            extra = hooks.started(engine, store) if hooks is not None else {}
+            store.create_run(RunRecord(
+                engine.run_id, wf.workflow.name, str(req.file.resolve()), file_hash(req.file),
+                inputs, options={"responses": str(req.responses.resolve()) if req.responses
+                                 else None, "skip_gates": req.skip_gates,
+                                 "provider": req.provider, **extra}))
+        except PodiumError as exc:
             sys.stderr.write(f"podium run: {exc}\n")
-            return exitcodes.INVALID
-        store.create_run(RunRecord(
-            engine.run_id, wf.workflow.name, str(req.file.resolve()), file_hash(req.file),
-            inputs, options={"responses": str(req.responses.resolve()) if req.responses
-                             else None, "skip_gates": req.skip_gates,
-                             "provider": req.provider}))
-        return launch(engine, store, opts)
+            return exc.exit_code
+        code = launch(engine, store, opts)
+        if hooks is not None:
+            hooks.finished(engine)
+        return code
     finally:
+        if hooks is not None:
+            hooks.close()
         store.close()
 
 

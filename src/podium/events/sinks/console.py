@@ -34,13 +34,15 @@ def _short(value: Any, limit: int = 120) -> str:
 class ConsoleSink:
     """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
 
-    def __init__(self, stream: TextIO, verbosity: int = 1, color: bool | None = None) -> None:
+    def __init__(self, stream: TextIO, verbosity: int = 1, color: bool | None = None,
+                 after_start: list[str] | None = None) -> None:
         from rich.console import Console
 
         self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
                                force_terminal=color, no_color=color is False, soft_wrap=True)
         self.verbosity = verbosity
         self._nested = False
+        self.after_start = list(after_start or [])  # lines printed after the run's first line
 
     def _line(self, *parts: tuple[str, str | None]) -> None:
         from rich.text import Text
@@ -64,6 +66,9 @@ class ConsoleSink:
             what = "resumed" if event.resumed else "started"
             self._line(("podium: run ", None), (event.run_id, "bold cyan"),
                        (f" {what} · workflow {event.workflow}", None))
+            for line in self.after_start:
+                self._line((line, "yellow"))
+            self.after_start = []
         elif isinstance(event, (StepStarted, StepFinished)) and event.group is not None:
             if v >= 2 and isinstance(event, StepFinished):
                 self._line(("    · ", "dim"), (event.step, None),
