@@ -80,6 +80,9 @@ def run(
     no_record: Annotated[bool, typer.Option(
         "--no-record", help="Do not record model exchanges and script output (no replay).")
     ] = False,
+    web: Annotated[bool, typer.Option(
+        "--web", help="Also serve the web console on a free loopback port (URL on stderr) "
+        "until the run ends; its gates are answered there.")] = False,
 ) -> None:
     """Run a workflow. Progress goes to stderr, the final output (JSON) to stdout.
 
@@ -89,9 +92,31 @@ def run(
     from podium.cli.run_cmd import RunRequest, run_command
 
     verbosity = 0 if quiet else (2 if verbose else 1)
-    raise typer.Exit(run_command(RunRequest(
-        file, inputs or [], input_file, skip_gates, responses, json_out, verbosity, provider,
-        events, record=not no_record)))
+    req = RunRequest(file, inputs or [], input_file, skip_gates, responses, json_out, verbosity,
+                     provider, events, record=not no_record)
+    if web:
+        from podium.web.server import run_with_console
+
+        raise typer.Exit(run_with_console(req))
+    raise typer.Exit(run_command(req))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 8765,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="Allow a non-loopback --host; every request then needs the "
+        "token.")] = False,
+    open_browser: Annotated[bool | None, typer.Option(
+        "--open/--no-open", help="Open the console in a browser (default: when a desktop "
+        "is available).", show_default=False)] = None,
+) -> None:
+    """Serve the web console over the run store: every run, live, with its graph, steps and
+    gates. Prints the URL (with the access token) and runs until Ctrl+C."""
+    from podium.web.server import serve_command
+
+    raise typer.Exit(serve_command(host, port, allow_remote, open_browser))
 
 
 @app.command()

@@ -1,0 +1,275 @@
+"""What the console reads from the run store: run lists with filters, one run with its family
+and open gates, events after a sequence number. Read-only, on a connection of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from podium.cli.launch import process_start
+
+# Filters of the runs page: name -> the stored statuses it covers.
+STATUS_FILTERS: dict[str, tuple[str, ...]] = {
+    "active": ("running", "waiting"),
+    "waiting": ("waiting", "running"),  # running: a live run may wait at a console gate
+    "running": ("running",),
+    "success": ("success",),
+    "failed": ("failed", "error", "limit"),
+    "interrupted": ("interrupted", "running"),  # running: stale runs (process gone)
+}
+
+_RUN_COLUMNS = ("id, workflow_name, workflow_path, workflow_hash, status, current_step, "
+                "created_at, updated_at, finished_at, iterations, input_tokens, output_tokens, "
+                "cost_usd, cost_partial, exit_code, terminal, reason, error, parent_run_id, "
+                "forked_from, pid, pid_start, last_seq, options")
+
+
+class Reader:
+    """Read-only queries on the store file; safe to share between threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                                  timeout=5.0)
+        self.db.execute("PRAGMA query_only=1")
+        self.db.execute("PRAGMA busy_timeout=5000")
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            cur = self.db.execute(sql, params)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+    # ------------------------------------------------------------------ runs
+
+    def runs(self, *, status: str | None = None, workflow: str | None = None,
+             search: str | None = None, limit: int = 200,
+             include_children: bool = False) -> dict[str, Any]:
+        """The runs page: newest first, with the open gates and liveness folded in."""
+        where: list[str] = []
+        params: list[Any] = []
+        if not include_children:
+            where.append("parent_run_id IS NULL")
+        if status and status in STATUS_FILTERS:
+            statuses = STATUS_FILTERS[status]
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params += statuses
+        if workflow:
+            where.append("workflow_name = ?")
+            params.append(workflow)
+        if search:
+            where.append("(id LIKE ? OR workflow_name LIKE ? OR current_step LIKE ?)")
+            like = "%" + search.replace("%", "").replace("_", "") + "%"
+            params += [like, like, like]
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        params.append(max(1, min(limit, 5000)))
+        rows = self._rows(sql, tuple(params))
+        gates = self.open_gates_by_root()
+        now = time.time()
+        out = [summary(r, gates.get(r["id"], []), now) for r in rows]
+        if status in ("waiting", "interrupted"):
+            want = "waiting" if status == "waiting" else "interrupted"
+            out = [r for r in out if r["state"] == want
+                   or (want == "interrupted" and r["state"] == "stale")]
+        elif status == "running":
+            out = [r for r in out if r["state"] == "running"]
+        return {"runs": out, "counts": self.counts(gates), "workflows": self.workflows(),
+                "now": now}
+
+    def counts(self, gates: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+        rows = self._rows("SELECT status, count(*) AS n FROM runs WHERE parent_run_id IS NULL "
+                          "GROUP BY status")
+        counts = {r["status"]: int(r["n"]) for r in rows}
+        counts["total"] = sum(counts.values())
+        counts["gates"] = len(gates)
+        return counts
+
+    def workflows(self) -> list[str]:
+        return [r["w"] for r in self._rows("SELECT DISTINCT workflow_name AS w FROM runs "
+                                           "WHERE parent_run_id IS NULL ORDER BY 1")]
+
+    def run_row(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return rows[0] if rows else None
+
+    def find(self, prefix: str) -> dict[str, Any] | None:
+        row = self.run_row(prefix)
+        if row is not None:
+            return row
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE ? LIMIT 2",
+                          (prefix.replace("%", "").replace("_", "") + "%",))
+        return rows[0] if len(rows) == 1 else None
+
+    def root_of(self, row: dict[str, Any]) -> dict[str, Any]:
+        seen = {row["id"]}
+        while row.get("parent_run_id") and row["parent_run_id"] not in seen:
+            parent = self.run_row(row["parent_run_id"])
+            if parent is None:
+                break
+            row = parent
+            seen.add(row["id"])
+        return row
+
+    def family(self, run_id: str) -> list[str]:
+        """A run and every sub-workflow run below it, parents first."""
+        out: list[str] = []
+        todo = [run_id]
+        while todo and len(out) < 10_000:
+            rid = todo.pop(0)
+            out.append(rid)
+            todo += [r["id"] for r in self._rows(
+                "SELECT id FROM runs WHERE parent_run_id = ? ORDER BY created_at", (rid,))]
+        return out
+
+    def detail(self, run_id: str) -> dict[str, Any] | None:
+        """One run for its page: summary, output, open gates of its family, children and the
+        chain of parents."""
+        row = self.run_row(run_id)
+        if row is None:
+            return None
+        gates = self.gates_of(self.family(run_id))
+        now = time.time()
+        data = summary(row, gates, now)
+        data["error"] = row["error"]
+        data["output"] = self._json_column(run_id, "output")
+        data["inputs"] = self._json_column(run_id, "inputs")
+        children = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run_id = ? "
+                              "ORDER BY created_at", (run_id,))
+        chain: list[dict[str, Any]] = []
+        cur = row
+        while cur.get("parent_run_id"):
+            parent = self.run_row(cur["parent_run_id"])
+            if parent is None or any(c["id"] == parent["id"] for c in chain):
+                break
+            chain.insert(0, {"id": parent["id"], "workflow": parent["workflow_name"]})
+            cur = parent
+        return {"run": data, "gates": gates, "parents": chain,
+                "children": [dict(summary(c, [], now), **_slot(c)) for c in children]}
+
+    def _json_column(self, run_id: str, column: str) -> Any:
+        rows = self._rows(f"SELECT {column} AS v FROM runs WHERE id = ?", (run_id,))
+        if not rows or rows[0]["v"] is None:
+            return None
+        try:
+            return json.loads(rows[0]["v"])
+        except ValueError:
+            return None
+
+    # ------------------------------------------------------------------ gates
+
+    def gates_of(self, run_ids: list[str]) -> list[dict[str, Any]]:
+        if not run_ids:
+            return []
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._rows(f"SELECT * FROM gates WHERE status = 'open' AND run_id IN ({marks}) "
+                          "ORDER BY created_at, id", tuple(run_ids))
+        return [_gate(r) for r in rows]
+
+    def gate(self, gate_id: int) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM gates WHERE id = ?", (gate_id,))
+        return _gate(rows[0]) if rows else None
+
+    def open_gates_by_root(self) -> dict[str, list[dict[str, Any]]]:
+        """Open gates keyed by the top-level run they hold up."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in self._rows("SELECT * FROM gates WHERE status = 'open' ORDER BY created_at, id"):
+            run = self.run_row(r["run_id"])
+            root = self.root_of(run)["id"] if run else r["run_id"]
+            out.setdefault(root, []).append(_gate(r))
+        return out
+
+    # ------------------------------------------------------------------ events
+
+    def events(self, run_id: str, after: int = 0, limit: int = 100_000) -> list[dict[str, Any]]:
+        rows = self._rows("SELECT body FROM events WHERE run_id = ? AND seq > ? ORDER BY seq "
+                          "LIMIT ?", (run_id, after, limit))
+        out = []
+        for r in rows:
+            try:
+                out.append(json.loads(r["body"]))
+            except ValueError:
+                continue
+        return out
+
+    def events_text(self, run_id: str, after: int = 0,
+                    limit: int = 100_000) -> list[tuple[int, str]]:
+        """(seq, JSON text) of the events after `after`: what the stream sends as is."""
+        with self._lock:
+            cur = self.db.execute("SELECT seq, body FROM events WHERE run_id = ? AND seq > ? "
+                                  "ORDER BY seq LIMIT ?", (run_id, after, limit))
+            return [(int(s), str(b)) for s, b in cur.fetchall()]
+
+
+def _gate(r: dict[str, Any]) -> dict[str, Any]:
+    try:
+        options = json.loads(r["options"] or "[]")
+    except ValueError:
+        options = []
+    return {"id": r["id"], "run_id": r["run_id"], "step": r["step"], "kind": r["kind"],
+            "prompt": r["prompt"], "options": options, "status": r["status"],
+            "created_at": r["created_at"]}
+
+
+def _slot(row: dict[str, Any]) -> dict[str, Any]:
+    try:
+        opts = json.loads(row.get("options") or "{}")
+    except ValueError:
+        opts = {}
+    return {"parent_step": opts.get("parent_step"), "slot": opts.get("slot"),
+            "parent_iteration": opts.get("parent_iteration")}
+
+
+# Whether this system tells a process's start time (Linux's /proc): only then can a pid be
+# told apart from a recycled one. Elsewhere a run with a pid counts as live.
+IDENTITY_CHECKS = process_start(os.getpid()) is not None
+
+
+def alive(row: dict[str, Any]) -> bool:
+    """Whether the process that runs `row` is still the one that started it."""
+    pid = row.get("pid")
+    if not pid:
+        return False
+    if not IDENTITY_CHECKS:
+        return True
+    return process_start(int(pid)) == row.get("pid_start")
+
+
+def summary(row: dict[str, Any], gates: list[dict[str, Any]], now: float) -> dict[str, Any]:
+    """One run as the pages show it. `state` is what a person needs at a glance: waiting (a
+    gate is open), running, stale (marked running but its process is gone), or the final
+    status."""
+    status = row["status"]
+    live = alive(row) if status == "running" else False
+    state = status
+    if gates:
+        state = "waiting"
+    elif status == "running" and not live and not row.get("parent_run_id"):
+        state = "stale"
+    end = row["finished_at"] or (row["updated_at"] if status not in ("running",) else now)
+    return {
+        "id": row["id"], "workflow": row["workflow_name"], "workflow_path": row["workflow_path"],
+        "status": status, "state": state, "live": live, "current_step": row["current_step"],
+        "created_at": row["created_at"], "updated_at": row["updated_at"],
+        "finished_at": row["finished_at"], "elapsed": max(0.0, (end or now) - row["created_at"]),
+        "iterations": row["iterations"], "input_tokens": row["input_tokens"],
+        "output_tokens": row["output_tokens"], "cost_usd": round(row["cost_usd"] or 0.0, 6),
+        "cost_partial": bool(row["cost_partial"]), "exit_code": row["exit_code"],
+        "terminal": row["terminal"], "reason": row["reason"],
+        "parent_run_id": row["parent_run_id"], "forked_from": row.get("forked_from"),
+        "last_seq": row["last_seq"],
+        "gate": ({"id": gates[-1]["id"], "step": gates[-1]["step"], "kind": gates[-1]["kind"],
+                  "run_id": gates[-1]["run_id"]} if gates else None),
+    }

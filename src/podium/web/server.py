@@ -1,0 +1,292 @@
+"""Starting the console: `podium serve` (in the foreground) and `podium run --web` (a thread of
+the run's process that serves until the run ends).
+
+The listening socket is bound before uvicorn starts, so the URL (with the real port when
+`--port 0` asked for a free one) is known and printed at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+import webbrowser
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from podium.cli import exitcodes
+from podium.web.api import Console
+from podium.web.app import create_app
+from podium.web.queries import Reader
+from podium.web.security import GuardConfig, is_loopback, is_wildcard, load_or_create_token
+from podium.web.sse import ChangeFeed
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which also ends the live streams when asked to stop (so shutdown
+    does not wait for them) and treats Ctrl+C as a normal stop."""
+
+    feed: ChangeFeed | None = None
+    loop: Any = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.close_streams()
+        super().handle_exit(sig, frame)
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
+    def close_streams(self) -> None:
+        if self.feed is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self.loop.call_soon_threadsafe(self.feed.close)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        import asyncio
+
+        self.loop = asyncio.get_running_loop()
+        await super().startup(sockets=sockets)
+
+
+@dataclass
+class ConsoleServer:
+    home: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    allow_remote: bool = False
+    token: str = ""
+    token_path: Path | None = None
+    console: Console | None = None
+    _sock: socket.socket | None = None
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+    _closers: list[Any] = field(default_factory=list)
+
+    def prepare(self) -> None:
+        """Open the store, read (or create) the token, bind the socket. Raises OSError or a
+        PodiumError for the caller to report."""
+        from podium.store.sqlite import SQLiteStore, default_store_path
+
+        path = default_store_path(self.home)
+        store = SQLiteStore(path)
+        self._closers.append(store.close)
+        reader = Reader(path)
+        self._closers.append(reader.close)
+        self.token, self.token_path = load_or_create_token(self.home)
+        self._sock = _bind(self.host, self.port)
+        self.port = int(self._sock.getsockname()[1])
+        remote = not is_loopback(self.host)
+        feed = ChangeFeed(path)
+        self.console = Console(self.home, store, reader, feed, remote=remote)
+        guard = GuardConfig(self.token, self.host, self.port, remote=remote)
+        config = uvicorn.Config(create_app(self.console, guard), log_level="warning",
+                                access_log=False, lifespan="on", timeout_graceful_shutdown=1,
+                                server_header=False, ws="none", http="h11", loop="asyncio")
+        self._server = _Server(config)
+        self._server.feed = feed
+
+    def url(self, path: str = "/") -> str:
+        host = "127.0.0.1" if is_wildcard(self.host) else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}{path}#token={self.token}"
+
+    def serve_forever(self) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        try:
+            self._server.run(sockets=[self._sock])
+        finally:
+            self.close()
+
+    def start_background(self, timeout: float = 15.0) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        server, sock = self._server, self._sock
+        self._thread = threading.Thread(target=lambda: server.run(sockets=[sock]),
+                                        name="podium-console", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not server.started:
+            raise OSError("the console did not start")
+
+    def drain(self, run_id: str, timeout: float = 3.0) -> None:
+        """Give connected pages up to `timeout` seconds to receive the run's last event."""
+        assert self.console is not None
+        row = self.console.reader.run_row(run_id)
+        if row is None:
+            return
+        final = int(row["last_seq"])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.console.feed.behind(run_id, final):
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close_streams()
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.close()
+
+    def close(self) -> None:
+        while self._closers:
+            with contextlib.suppress(Exception):
+                self._closers.pop()()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if host == "localhost":
+        host = "127.0.0.1"
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(False)
+    return sock
+
+
+def _can_open_browser() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return sys.stdout.isatty()
+    return sys.stdout.isatty() and bool(os.environ.get("DISPLAY")
+                                        or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _open_later(url: str) -> None:
+    threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+
+
+def _home() -> Path:
+    from podium.cli.launch import podium_home
+
+    return podium_home()
+
+
+# ----------------------------------------------------------------------------- podium serve
+
+
+def serve_command(host: str, port: int, allow_remote: bool, open_browser: bool | None) -> int:
+    from podium.errors import PodiumError
+
+    if not is_loopback(host) and not allow_remote:
+        sys.stderr.write(f"podium serve: {host} is not a loopback address; the console shows "
+                         "every prompt and output and can answer gates. Pass --allow-remote "
+                         "to listen there (every request then needs the token)\n")
+        return exitcodes.INVALID
+    if not 0 <= port <= 65535:
+        sys.stderr.write(f"podium serve: --port {port} is not a port (0 picks a free one)\n")
+        return exitcodes.INVALID
+    server = ConsoleServer(_home(), host, port, allow_remote)
+    try:
+        server.prepare()
+    except PodiumError as exc:
+        server.close()
+        sys.stderr.write(f"podium serve: {exc}\n")
+        return exc.exit_code
+    except OSError as exc:
+        server.close()
+        sys.stderr.write(f"podium serve: cannot listen on {host}:{port}: {exc.strerror or exc}"
+                         + (" (pass --port 0 for a free port)" if port else "") + "\n")
+        return exitcodes.RUNTIME_ERROR
+    url = server.url()
+    sys.stdout.write(f"podium console: {url}\n")
+    sys.stdout.flush()
+    sys.stderr.write(f"podium: the token is kept in {server.token_path} (mode 0600); "
+                     "Ctrl+C stops the console\n")
+    if not is_loopback(host):
+        sys.stderr.write(f"podium: listening on {host}:{server.port}; every request needs "
+                         "the token\n")
+    if open_browser or (open_browser is None and _can_open_browser()):
+        _open_later(url)
+    server.serve_forever()
+    return exitcodes.OK
+
+
+# ----------------------------------------------------------------------------- podium run --web
+
+
+class ConsoleAnswerer:
+    """Gates of a `run --web` run are answered in the console: the gate is opened in the
+    store and the run waits (in its own process) until someone answers it there."""
+
+    def __init__(self, store: Any, url: str, poll: float = 0.1) -> None:
+        self.store = store
+        self.url = url
+        self.poll = poll
+
+    def answer(self, request: Any) -> Any:
+        from podium.gates.base import GateAnswer
+        from podium.store.base import GateRecord
+
+        options = [o.model_dump(exclude_none=True) for o in request.options]
+        gate_id = self.store.open_gate(GateRecord(0, request.run_id, request.step, request.kind,
+                                                  request.prompt, options, "open", time.time()))
+        what = ("grant more iterations" if request.kind == "iteration_limit"
+                else f"answer gate '{request.step}'")
+        sys.stderr.write(f"podium: waiting for a person to {what} in the console: {self.url}\n")
+        while True:
+            for gate in self.store.gates(run_id=request.run_id):
+                if gate.id == gate_id and gate.status == "answered" and gate.answer is not None:
+                    self.store.consume_gate(gate_id)
+                    return GateAnswer(gate.answer, dict(gate.additional_input),
+                                      gate.answered_by or "console")
+            time.sleep(self.poll)
+
+
+def run_with_console(req: Any) -> int:
+    """`podium run --web`: the console in a thread of this process, then the run, with the
+    console as the answerer of the run's gates."""
+    from podium.cli.run_cmd import run_command
+
+    return run_command(req, hooks=_ConsoleHooks(req))
+
+
+class _ConsoleHooks:
+    """Starts the console for the run `podium run --web` makes, and stops it afterwards."""
+
+    def __init__(self, req: Any) -> None:
+        self.req = req
+        self.console = ConsoleServer(_home(), "127.0.0.1", 0)
+
+    def started(self, engine: Any, store: Any) -> dict[str, Any]:
+        from podium.errors import PodiumError, RunError
+        from podium.gates.base import ChainAnswerer
+        from podium.gates.terminal import TerminalAnswerer
+
+        try:
+            self.console.prepare()
+            self.console.start_background()
+        except (OSError, PodiumError) as exc:
+            raise RunError(f"cannot start the console: {exc}") from None
+        url = self.console.url(f"/runs/{engine.run_id}")
+        sys.stderr.write(f"podium console: {url}\n")
+        sys.stderr.flush()
+        chain = engine.services.answerer
+        if not self.req.skip_gates and isinstance(chain, ChainAnswerer):
+            chain.answerers[:] = [a for a in chain.answerers
+                                  if not isinstance(a, TerminalAnswerer)]
+            chain.answerers.append(ConsoleAnswerer(store, url))
+        if _can_open_browser():
+            _open_later(url)
+        return {"web": True}
+
+    def finished(self, engine: Any) -> None:
+        self.console.drain(engine.run_id)
+
+    def close(self) -> None:
+        self.console.stop()

@@ -1,0 +1,94 @@
+// The console's entry point: the token, the router (/ and /runs/ID), the header.
+
+import {h, clear, $} from './dom.js';
+import {adoptTokenFromHash, onConnection, onAuthNeeded, setToken, token} from './net.js';
+import {runsPage} from './runs.js';
+import {runPage} from './run.js';
+
+adoptTokenFromHash();
+
+const main = $('#main');
+const crumbs = $('#crumbs');
+const conn = $('#conn');
+const banner = $('#banner');
+const tokenButton = $('#token-button');
+let dispose = null;
+let lostAt = null;
+
+function setCrumbs(items) {
+  clear(crumbs);
+  items.forEach(([label, href], i) => {
+    if (i) crumbs.append(h('span', {class: 'sep'}, '/'));
+    crumbs.append(href ? h('a', {href, 'data-link': ''}, label) : h('span', {class: 'here'}, label));
+  });
+}
+
+function route() {
+  if (dispose) dispose();
+  dispose = null;
+  const match = /^\/runs\/([A-Za-z0-9_-]+)\/?$/.exec(location.pathname);
+  if (match) {
+    setCrumbs([['Runs', '/'], [match[1], null]]);
+    dispose = runPage(main, match[1], navigate, setCrumbs);
+  } else {
+    setCrumbs([['Runs', null]]);
+    document.title = 'podium console';
+    dispose = runsPage(main, navigate);
+  }
+}
+
+export function navigate(path) {
+  if (path === location.pathname + location.search) return;
+  history.pushState(null, '', path);
+  window.scrollTo(0, 0);
+  route();
+}
+
+document.addEventListener('click', (ev) => {
+  const link = ev.target.closest('a[data-link]');
+  if (!link || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.button !== 0) return;
+  ev.preventDefault();
+  navigate(link.getAttribute('href'));
+});
+window.addEventListener('popstate', route);
+
+onConnection((state) => {
+  conn.dataset.state = state;
+  conn.textContent = {live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline'}[state] || state;
+  if (state === 'live') {
+    lostAt = null;
+    banner.hidden = true;
+    clear(banner);
+  } else if (state === 'offline' || state === 'reconnecting') {
+    lostAt = lostAt || Date.now();
+    if (state === 'offline') {
+      clear(banner).append('The console is not reachable; retrying every few seconds. ',
+        'If it was stopped, start it again with ', h('code', null, 'podium serve'), ' (same port): this page reconnects by itself.');
+      banner.hidden = false;
+    }
+  }
+});
+
+function showTokenButton() {
+  tokenButton.hidden = false;
+}
+if (!token()) showTokenButton();
+onAuthNeeded(showTokenButton);
+tokenButton.addEventListener('click', () => {
+  const form = h('form', {class: 'token-form'},
+    h('label', {for: 'token-input'}, 'Console token (printed by podium serve; kept in $PODIUM_HOME/console.token): '),
+    h('input', {id: 'token-input', type: 'password', autocomplete: 'off', size: 48}),
+    h('button', {type: 'submit', class: 'primary small'}, 'Use'));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    setToken(form.querySelector('input').value);
+    banner.hidden = true;
+    tokenButton.hidden = !!token();
+    route();
+  });
+  clear(banner).append(form);
+  banner.hidden = false;
+  form.querySelector('input').focus();
+});
+
+route();

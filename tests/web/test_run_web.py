@@ -1,0 +1,101 @@
+"""`podium run --web`: the console runs in the run's process, on a free loopback port, until
+the run ends; the run's gates are answered there and the run goes on in the same process."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+from console_helpers import (
+    LOOP_FLOW,
+    Client,
+    gate_flow,
+    start_podium,
+    stop_process,
+    store_row,
+    write_flow,
+)
+
+from helpers_engine import wait_until
+
+URL = re.compile(r"podium console: http://127\.0\.0\.1:(\d+)/runs/([0-9a-f]+)#token=(\S+)")
+
+
+def _console_url(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    assert proc.stderr is not None
+    seen = []
+    for _ in range(200):
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        m = URL.search(line)
+        if m:
+            return int(m.group(1)), m.group(2), m.group(3)
+    raise AssertionError("no console URL on stderr:\n" + "".join(seen))
+
+
+def _closed(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_run_web_serves_the_run_and_stops_with_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    flow = write_flow(tmp_path, "loop.yaml", LOOP_FLOW.replace("max_iterations: 3",
+                                                              "max_iterations: 30"))
+    proc = start_podium(home, "run", "--web", flow)
+    try:
+        port, rid, token = _console_url(proc)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert store_row(home, rid)["status"] == "success"
+        assert (home / "console.token").read_text().strip() == token
+        assert _closed(port)
+    finally:
+        stop_process(proc)
+
+
+def test_a_gate_of_a_live_run_is_answered_in_its_console(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    flow, responses = gate_flow(tmp_path / "flows")
+    proc = start_podium(home, "run", "--web", flow, "--responses", responses)
+    try:
+        port, rid, token = _console_url(proc)
+        c = Client(port, token)
+        assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
+        detail = c.get(f"/api/runs/{rid}").json()
+        assert detail["run"]["state"] == "waiting"
+        assert detail["run"]["live"] is True
+        gate = detail["gates"][0]
+        reply = c.post(f"/api/runs/{rid}/gates/{gate['id']}/answer", {"value": "approved"})
+        assert reply.status == 200
+        assert reply.json()["resumed"] == "live"
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        row = store_row(home, rid)
+        assert row["status"] == "success"
+        assert row["terminal"] == "released"
+        assert "waiting for a person to answer gate 'approval' in the console" in err
+    finally:
+        stop_process(proc)
+
+
+def test_a_live_run_is_stopped_from_its_console(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    flow, responses = gate_flow(tmp_path / "flows")
+    proc = start_podium(home, "run", "--web", flow, "--responses", responses)
+    try:
+        port, rid, token = _console_url(proc)
+        c = Client(port, token)
+        assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
+        reply = c.post(f"/api/runs/{rid}/stop", {})
+        assert reply.status == 202
+        assert reply.json()["signalled"] == proc.pid
+        proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        assert store_row(home, rid)["status"] == "interrupted"
+    finally:
+        stop_process(proc)
