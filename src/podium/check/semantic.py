@@ -18,6 +18,7 @@ from podium.spec.model import (
     AgentStep,
     ForEachGroup,
     HumanGateStep,
+    McpStep,
     ParallelGroup,
     QuestionsStep,
     Route,
@@ -41,11 +42,15 @@ class Checker(PathChecks):
         self.check_targets()
         self.check_routes()
         self.check_groups()
+        self.check_mcp_servers()
         self.check_reachability()
         self.check_inputs_declared()
         self.check_templates()
         self.check_output_paths()
         self.check_subworkflows()
+        from podium.check.providers import check_providers
+
+        check_providers(self)
 
     # ------------------------------------------------------------------ names and targets
 
@@ -145,6 +150,17 @@ class Checker(PathChecks):
                 self.warn((*base, "routes"), f"every route of '{name}' has a condition: when "
                           "none holds, the run stops with a 'no matching route' error",
                           "add a last route without 'when'", code="no-default-route")
+
+    # ------------------------------------------------------------------ mcp steps
+
+    def check_mcp_servers(self) -> None:
+        servers = self.wf.workflow.runtime.mcp_servers
+        for i, step in enumerate(self.wf.agents):
+            if isinstance(step, McpStep) and step.server not in servers:
+                self.err(("agents", i, "server"), f"unknown MCP server '{step.server}'",
+                         did_you_mean(step.server, sorted(servers))
+                         or "declare it under workflow.runtime.mcp_servers",
+                         code="unknown-server", at="value")
 
     # ------------------------------------------------------------------ groups
 

@@ -4,10 +4,11 @@ against the state as it was when the group started; the group stores one dict
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,15 @@ class _Done:
     index: int
     outcome: StepOutcome | None
     error: RunError | None
+    parked: RunError | None = None  # the item waits for a person (a sub-workflow at a gate)
+
+
+def _waits(exc: RunError) -> bool:
+    """Is this not a failure but a run parking (a sub-workflow waiting at a gate)?"""
+    from podium.engine.run import ChildParked
+    from podium.gates.base import GateUnanswerable
+
+    return isinstance(exc, (ChildParked, GateUnanswerable))
 
 
 def _error_entry(name: str, key_field: str, exc: RunError) -> dict[str, Any]:
@@ -49,10 +59,19 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
             raise StepError(f"'{step.type}' steps cannot run in a group", step=step.name)
         outcome = executor(StepCall(step, iteration, services))
     except RunError as exc:
-        engine.bus.emit(StepFailed(step=label, step_type=step.type, iteration=iteration,
-                                   elapsed=engine.clock.monotonic() - started,
-                                   error_type=exc.error_type, message=str(exc),
-                                   details=exc.details, group=group))
+        if _waits(exc):
+            return _Done(key, 0, None, None, parked=exc)
+        # like the engine's own step_failed: what the member still spent, in the token fields
+        rows = exc.details.get("usage_rows")
+        spent = combined_usage(rows.values()) if isinstance(rows, dict) else None
+        engine.bus.emit(StepFailed(
+            step=label, step_type=step.type, iteration=iteration,
+            elapsed=engine.clock.monotonic() - started, error_type=exc.error_type,
+            message=str(exc), group=group,
+            details={k: v for k, v in exc.details.items() if k != "usage_rows"},
+            input_tokens=spent.input_tokens if spent else 0,
+            output_tokens=spent.output_tokens if spent else 0,
+            cost_usd=spent.cost_usd if spent else None, priced=spent.priced if spent else True))
         return _Done(key, 0, None, exc)
     finally:
         services.local.extra = None
@@ -69,15 +88,18 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
 def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
               cancel: threading.Event) -> list[_Done]:
     """Run jobs on at most `workers` threads; with fail_fast, stop starting new jobs after the
-    first failure. Returns the finished jobs in submission order."""
+    first failure, and whatever the mode after the first job that parks (the run will wait
+    for a person; the jobs in flight finish first). Returns the finished jobs in submission
+    order."""
     results: list[_Done | None] = [None] * len(jobs)
     failed = threading.Event()
+    parked = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))),
                               thread_name_prefix="podium-group")
     futures: dict[Future[_Done | None], int] = {}
     try:
         for i, job in enumerate(jobs):
-            futures[pool.submit(_guarded, job, failed, fail_fast, cancel)] = i
+            futures[pool.submit(_guarded, job, failed, fail_fast, cancel, parked)] = i
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION, timeout=0.5)
@@ -92,20 +114,46 @@ def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
 
 
 def _guarded(job: Callable[[], _Done], failed: threading.Event, fail_fast: bool,
-             cancel: threading.Event) -> _Done | None:
-    if cancel.is_set() or (fail_fast and failed.is_set()):
+             cancel: threading.Event, parked: threading.Event) -> _Done | None:
+    if cancel.is_set() or parked.is_set() or (fail_fast and failed.is_set()):
         return None
     done = job()
     if done.error is not None:
         failed.set()
+    if done.parked is not None:
+        parked.set()
     return done
 
 
-def _sum(rows: list[Usage]) -> Usage | None:
+def _raise_parked(done: list[_Done]) -> None:
+    """A member or item waits for a person: the whole run parks (nothing is stored; on
+    resume the group runs again, and its finished sub-workflows are reused)."""
+    for d in done:
+        if d.parked is not None:
+            raise d.parked
+
+
+def combined_usage(rows: Iterable[Usage]) -> Usage | None:
+    """The sum of several steps' usage; its model names every model used (a group's members
+    or a sub-workflow's agents may use different ones), not just the last one."""
     total: Usage | None = None
+    models: list[str] = []
     for u in rows:
         total = u if total is None else total + u
+        if u.model and u.model not in models:
+            models.append(u.model)
+    if total is not None and len(models) > 1:
+        total = dataclasses.replace(total, model=", ".join(models))
     return total
+
+
+def _spent(done: _Done) -> Usage | None:
+    """What a member or item spent: its outcome's usage, or, when it failed, the usage its
+    error carries (a failed sub-workflow's agents still cost money)."""
+    if done.outcome is not None:
+        return done.outcome.usage
+    rows = done.error.details.get("usage_rows") if done.error is not None else None
+    return combined_usage(rows.values()) if isinstance(rows, dict) else None
 
 
 def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOutcome:
@@ -118,33 +166,38 @@ def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOu
     ]
     done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
                      engine.services.cancel)
+    _raise_parked(done)
     for d in done:
         counts[d.key] = counts.get(d.key, 0) + 1
     outputs = {d.key: d.outcome.output for d in done if d.outcome is not None}
     errors = {d.key: _error_entry(d.key, "agent_name", d.error) for d in done if d.error}
-    rows = {d.key: d.outcome.usage for d in done if d.outcome and d.outcome.usage}
-    _check_failures(group.name, group.failure_mode, len(members), errors, what="Agent",
+    rows = {d.key: u for d in done if (u := _spent(d)) is not None}
+    _check_failures(group.name, group.failure_mode, len(members), errors, rows, what="Agent",
                     kind="parallel")
     output = {"type": "parallel", "outputs": outputs, "errors": errors}
-    return StepOutcome(output, iterations=len(members), usage=_sum(list(rows.values())),
+    return StepOutcome(output, iterations=len(members), usage=combined_usage(rows.values()),
                        usage_rows=rows)
 
 
-def _check_failures(name: str, mode: str, total: int, errors: dict[str, dict[str, Any]], *,
-                    what: str, kind: str) -> None:
+def _check_failures(name: str, mode: str, total: int, errors: dict[str, dict[str, Any]],
+                    rows: dict[str, Usage], *, what: str, kind: str) -> None:
+    """Raise the group's failure per its failure mode; the error carries what the group spent
+    (`usage_rows`), which the engine still counts."""
     if not errors:
         return
+    details: dict[str, Any] = {"usage_rows": rows} if rows else {}
     lines = "; ".join(f"{k}: {e['exception_type']}: {e['message']}" for k, e in errors.items())
     if mode == "fail_fast":
         key, first = next(iter(errors.items()))
         raise StepError(f"{what} '{key}' in {kind} group '{name}' failed (fail_fast mode): "
-                        f"{first['exception_type']}: {first['message']}", step=name)
+                        f"{first['exception_type']}: {first['message']}", step=name,
+                        details=details)
     if mode == "all_or_nothing":
         raise StepError(f"{kind} group '{name}' failed ({total - len(errors)} succeeded, "
-                        f"{len(errors)} failed): {lines}", step=name)
+                        f"{len(errors)} failed): {lines}", step=name, details=details)
     if len(errors) >= total:
         raise StepError(f"all {what.lower()}s in {kind} group '{name}' failed: {lines}",
-                        step=name)
+                        step=name, details=details)
 
 
 def resolve_source(engine: Engine, group: ForEachGroup) -> list[Any]:
@@ -229,15 +282,16 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
 
     done = _pool_run([job(i) for i in range(len(items))], group.max_concurrent,
                      group.failure_mode == "fail_fast", engine.services.cancel)
+    _raise_parked(done)
     engine.state.step_counts[step.name] = base + len(items)
     done.sort(key=lambda d: d.index)
     errors = {d.key: _error_entry(d.key, "item_key", d.error) for d in done if d.error}
     ok = [d for d in done if d.outcome is not None]
-    _check_failures(group.name, group.failure_mode, len(items), errors, what="Item",
+    usage = combined_usage([u for d in done if (u := _spent(d)) is not None])
+    rows = {f"{group.name}/{step.name}": usage} if usage else {}
+    _check_failures(group.name, group.failure_mode, len(items), errors, rows, what="Item",
                     kind="for-each")
     outputs: Any = ({d.key: d.outcome.output for d in ok if d.outcome} if group.key_by
                     else [d.outcome.output for d in ok if d.outcome])
-    usage = _sum([d.outcome.usage for d in ok if d.outcome and d.outcome.usage])
-    rows = {f"{group.name}/{step.name}": usage} if usage else {}
     output = {"type": "for_each", "outputs": outputs, "errors": errors, "count": len(items)}
     return StepOutcome(output, iterations=len(items), usage=usage, usage_rows=rows)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import Interrupted, LimitExceeded, StepError
+from podium.gates.base import GateRequest
 from podium.spec.model import WorkflowFile, WorkflowStep
 from podium.steps.base import StepCall, StepOutcome, Usage
 
@@ -113,10 +114,9 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
 
 
 def _total(rows: dict[str, Usage]) -> Usage | None:
-    total: Usage | None = None
-    for u in rows.values():
-        total = u if total is None else total + u
-    return total
+    from podium.engine.groups import combined_usage
+
+    return combined_usage(rows.values())
 
 
 def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
@@ -152,7 +152,15 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         child.bus.add(sink)
     child.store = parent.store
     child.checkpointer = parent.checkpointer
-    child.parker = parent.parker
+    parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
+    if parent.parker is not None:
+        outer = parent.parker
+
+        def park(request: GateRequest) -> None:
+            parked.append(request)
+            outer(request)
+
+        child.parker = park
     child.services.cancel = parent.services.cancel
     child.outer_deadline = parent.services.deadline
     child.subworkflow_cache = parent.subworkflow_cache
@@ -160,6 +168,10 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         parent.child_hook(child, step.name, it, slot)
     if existing is not None:
         child.restore_usage(existing.usage)
+        if parent.store is not None:
+            # a gate it parked at and nobody answered is asked again (and re-opened) below
+            for gate in parent.store.gates(run_id=existing.run_id, status="open"):
+                parent.store.consume_gate(gate.id)
     elif parent.store is not None:
         from podium.engine.run import file_hash
         from podium.store.base import RunRecord
@@ -176,9 +188,9 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         return StepOutcome(result.output or {}, usage=_total(rows), usage_rows=rows,
                            details={"child_run_id": child.run_id})
     if result.status == "waiting":
-        from podium.gates.base import GateRequest
-
-        raise ChildParked(GateRequest(child.run_id, step.name, it, result.reason or "", ()))
+        # the parent waits for the same decision: name the gate and the run it belongs to
+        raise ChildParked(parked[-1] if parked else GateRequest(
+            child.run_id, step.name, it, result.reason or "", ()))
     if result.status == "failed":
         raise StepError(f"{where} ended in its failed terminate '{result.terminal}': "
                         f"{result.reason}", step=step.name, iteration=it,

@@ -14,6 +14,12 @@ A responses file looks like this::
     gates:
       escalation: [stop]              # one answer per visit of the gate
 
+A step may instead get one answer for every execution (benchmarks, big for-each groups)::
+
+    agents:
+      worker:
+        every: {output: {ok: true}, delay: 0.05}   # any execution, after 50 ms
+
 Every request is recorded; a call the file does not answer fails loudly.
 """
 
@@ -23,11 +29,20 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from podium.errors import UsageError
+from podium.errors import UsageError, WorkflowFileError
 from podium.gates.base import GateAnswer
 from podium.providers.base import AgentRequest, Capabilities, ProviderError, Reply
 
@@ -79,17 +94,54 @@ class Entry(BaseModel):
                        model=self.model, delay=self.delay)]
 
 
+def _number_text(value: Any) -> Any:
+    """Gate option values written as numbers are strings in the workflow model too."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 class _GateEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     value: str
     text: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def _value_text(cls, v: Any) -> Any:
+        return _number_text(v)
+
+
+class EveryEntry(BaseModel):
+    """`{every: {...}}`: the same answer for every execution of a step."""
+
+    model_config = ConfigDict(extra="forbid")
+    every: Entry
+
+
+def _answers_kind(value: Any) -> str:
+    return "every" if isinstance(value, (dict, EveryEntry)) else "entries"
+
+
+# A step's answers: a list (one entry per execution) or the `every:` form. The tag is
+# dropped from error locations by load_responses.
+Answers = Annotated[Annotated[list[Entry], Tag("entries")] | Annotated[EveryEntry, Tag("every")],
+                    Discriminator(_answers_kind)]
+
 
 class ResponsesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agents: dict[str, list[Entry]] = Field(default_factory=dict)
+    agents: dict[str, Answers] = Field(default_factory=dict)
     gates: dict[str, list[str | _GateEntry]] = Field(default_factory=dict)
     iteration_limit: list[int] = Field(default_factory=list)
+
+    @field_validator("gates", mode="before")
+    @classmethod
+    def _gate_values_text(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: [_number_text(i) for i in items] if isinstance(items, list) else items
+                    for k, items in v.items()}
+        return v
 
     def gate_answers(self) -> dict[str, list[GateAnswer]]:
         out: dict[str, list[GateAnswer]] = {}
@@ -109,7 +161,7 @@ def load_responses(path: Path) -> ResponsesFile:
     try:
         doc = load_document(path, environ={})
     except FileUnreadable as exc:
-        raise UsageError(f"responses file {exc}") from None
+        raise WorkflowFileError(f"responses file {exc}") from None
     except LoadFailure as exc:
         raise UsageError(exc.diagnostics[0].format()) from None
     if not isinstance(doc.data, dict):
@@ -120,6 +172,8 @@ def load_responses(path: Path) -> ResponsesFile:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         loc = tuple(err["loc"])
+        if len(loc) > 2 and loc[0] == "agents" and loc[2] in ("entries", "every"):
+            loc = loc[:2] + loc[3:]  # the Answers tag is not a place in the file
         pos = doc.smap.value(loc)
         where = ".".join(str(p) for p in loc)
         msg = str(err["msg"]).removeprefix("Value error, ")
@@ -147,6 +201,8 @@ class ScriptedProvider:
             raise ProviderError(f"the responses file has no answers for step '{request.step}' "
                                 "(an unexpected model call)", step=request.step,
                                 iteration=request.iteration)
+        if isinstance(entries, EveryEntry):
+            return _ScriptedSession(self, request, entries.every.answers())
         if request.iteration > len(entries):
             raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
                                 f"'{request.step}' but this is execution {request.iteration} "

@@ -362,6 +362,8 @@ class SQLiteStore:
             self._begin()
             if event.type in _DEFERRED:
                 self._step_pending = True
+            elif event.type == "checkpoint":
+                self._checkpoint_pending = True
             self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
                         (event.run_id, event.seq, event.type, event.ts, event.model_dump_json()))
             self._summarise(event)
