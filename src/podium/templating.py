@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
@@ -148,11 +149,17 @@ class TemplateEngine:
     def __init__(self) -> None:
         self.env = make_environment()
         self._cache: dict[tuple[str, bool], Compiled] = {}
+        self._compiling = threading.Lock()
 
     def compile(self, source: str) -> Compiled:
         key = (source, False)
         hit = self._cache.get(key)
-        if hit is None:
+        if hit is not None:
+            return hit
+        with self._compiling:  # group members compile a shared template once, not per thread
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
             try:
                 hit = Compiled(source, self.env.from_string(source), False)
             except TemplateSyntaxError as exc:
@@ -166,7 +173,12 @@ class TemplateEngine:
     def compile_expression(self, source: str) -> Compiled:
         key = (source, True)
         hit = self._cache.get(key)
-        if hit is None:
+        if hit is not None:
+            return hit
+        with self._compiling:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
             try:
                 hit = Compiled(source, self.env.compile_expression(source,
                                                                    undefined_to_none=False), True)
