@@ -67,7 +67,8 @@ def run(
     skip_gates: Annotated[bool, typer.Option(
         "--skip-gates", help="Human gates take their first option; limits are not raised.")] = False,
     responses: Annotated[Path | None, typer.Option(
-        "--responses", help="Run offline: scripted model and gate answers from this file.")] = None,
+        "--responses", help="Scripted answers from this file: its agents: section answers "
+        "every agent offline; a file with only gates: scripts only the people.")] = None,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print the whole result (run id, status, output, steps) as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only lifecycle and routes.")] = False,

@@ -142,8 +142,11 @@ def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
-                         start_seq=last_seq)
+    try:
+        engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
+                             start_seq=last_seq)
+    except PodiumError as exc:
+        return _fail(str(exc), exc.exit_code)
     engine.restore_usage(usage_from_events(
         [e for e in events if int(e["seq"]) <= (state_seq if state_seq is not None
                                                 else last_seq)]))

@@ -206,43 +206,6 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
         store.close()
 
 
-def build_engine(wf: WorkflowFile, req: RunRequest, inputs: dict[str, Any]) -> Any:
-    from podium.engine.run import Engine, new_run_id
-    from podium.events.sinks.console import ConsoleSink
-    from podium.events.sinks.jsonl import JsonlSink
-    from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
-    from podium.gates.terminal import TerminalAnswerer
-    from podium.providers.base import ProviderRegistry
-    from podium.steps.base import RunOptions
-
-    answerers: list[GateAnswerer] = []
-    override = None
-    if req.responses is not None:
-        from podium.providers.scripted import ScriptedProvider, load_responses
-
-        responses = load_responses(req.responses)
-        override = ScriptedProvider(responses)
-        answerers.append(ScriptedAnswerer(responses.gate_answers()))
-    interactive = sys.stdin.isatty() and not req.skip_gates
-    if req.skip_gates:
-        answerers.append(SkipGatesAnswerer())
-    elif interactive:
-        answerers.append(TerminalAnswerer())
-    run_id = new_run_id()
-    engine = Engine(wf, req.file, inputs=inputs, providers=ProviderRegistry(override),
-                    answerer=ChainAnswerer(answerers),
-                    options=RunOptions(skip_gates=req.skip_gates, interactive=interactive,
-                                       provider_override=req.provider),
-                    run_id=run_id)
-    engine.bus.add(ConsoleSink(sys.stderr, req.verbosity))
-    events_path = req.events or podium_home() / "runs" / run_id / "events.jsonl"
-    try:
-        engine.bus.add(JsonlSink(events_path))
-    except OSError as exc:
-        sys.stderr.write(f"podium: cannot write the event log {events_path}: {exc}\n")
-    return engine
-
-
 def _report(engine: Any, outcome: Any, req: RunRequest) -> None:
     from podium.cli.summary import print_summary
 

@@ -256,6 +256,12 @@ class Engine:
                 exc.iteration = iteration
             spent = exc.details.get("usage_rows")
             rows = spent if isinstance(spent, dict) else {}
+            own = exc.details.get("usage")  # what a failed agent execution paid for
+            if isinstance(own, dict) and not rows:
+                rows = {step.name: Usage(int(own.get("input_tokens", 0)),
+                                         int(own.get("output_tokens", 0)),
+                                         int(own.get("cached_tokens", 0)), own.get("cost_usd"),
+                                         own.get("model"), own.get("cost_usd") is not None)}
             total = sum(rows.values(), Usage()) if rows else Usage()
             details = {k: v for k, v in exc.details.items() if k != "usage_rows"}
             self.bus.emit(StepFailed(step=step.name, step_type=step_type, iteration=iteration,

@@ -131,20 +131,21 @@ class ContextBuilder:
                     continue
                 raise StepError(f"'{step}' declares input '{raw}', but '{name}' has not run yet "
                                 "(mark it optional with '?' if that can happen)", step=step)
-            self._project(ctx, state, name, parts[1:], raw, optional, step)
+            self._project(ctx, state, _Ref(raw, optional, step, name), parts[1:])
         ctx["workflow"] = self._workflow(inputs)
         ctx["context"] = {"iteration": len(state.history), "history": list(state.history)}
         return ctx
 
-    def _project(self, ctx: dict[str, Any], state: RunState, name: str, rest: list[str],
-                 raw: str, optional: bool, step: str) -> None:
+    def _project(self, ctx: dict[str, Any], state: RunState, ref: _Ref,
+                 rest: list[str]) -> None:
+        name = ref.name
         value = state.outputs[name]
         if name in self.group_names:
             if not rest:
                 ctx[name] = value
                 return
             target = ctx.setdefault(name, {"type": value.get("type")})
-            self._copy_path(target, value, rest, raw, optional, step, name)
+            _copy_path(target, value, rest, ref)
             return
         if not rest or rest == ["output"]:
             ctx[name] = {"output": value}
@@ -155,32 +156,43 @@ class ContextBuilder:
             return  # the whole output is already declared
         if holder is None:
             holder = ctx[name] = {"output": {}}
-        self._copy_path(holder["output"], value, path, raw, optional, step, name)
+        _copy_path(holder["output"], value, path, ref)
 
-    def _copy_path(self, target: dict[str, Any], source: Any, path: list[str], raw: str,
-                   optional: bool, step: str, name: str) -> None:
-        cur_src = source
-        cur_dst = target
-        for i, part in enumerate(path):
-            if not isinstance(cur_src, dict):
-                if optional:
-                    return
-                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output is "
-                                f"{json_kind(cur_src)}, not a mapping", step=step)
-            if part not in cur_src:
-                if optional:
-                    return
-                raise StepError(f"'{step}' declares input '{raw}', but '{name}' output has no "
-                                f"field '{'.'.join(path[: i + 1])}'", step=step)
-            if i == len(path) - 1:
-                cur_dst[part] = cur_src[part]
-            else:
-                nxt = cur_dst.get(part)
-                if not isinstance(nxt, dict):
-                    nxt = {}
-                    cur_dst[part] = nxt
-                cur_dst = nxt
-                cur_src = cur_src[part]
+
+@dataclass(frozen=True)
+class _Ref:
+    """One `input:` declaration being projected: its text, optionality, owner and target."""
+
+    raw: str
+    optional: bool
+    step: str
+    name: str
+
+
+def _copy_path(target: dict[str, Any], source: Any, path: list[str], ref: _Ref) -> None:
+    """Copy the field at `path` of `source` into `target`, creating the dicts on the way."""
+    cur_src = source
+    cur_dst = target
+    for i, part in enumerate(path):
+        if not isinstance(cur_src, dict):
+            if ref.optional:
+                return
+            raise StepError(f"'{ref.step}' declares input '{ref.raw}', but '{ref.name}' output "
+                            f"is {json_kind(cur_src)}, not a mapping", step=ref.step)
+        if part not in cur_src:
+            if ref.optional:
+                return
+            raise StepError(f"'{ref.step}' declares input '{ref.raw}', but '{ref.name}' output "
+                            f"has no field '{'.'.join(path[: i + 1])}'", step=ref.step)
+        if i == len(path) - 1:
+            cur_dst[part] = cur_src[part]
+        else:
+            nxt = cur_dst.get(part)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                cur_dst[part] = nxt
+            cur_dst = nxt
+            cur_src = cur_src[part]
 
 
 def flatten_scope(scope: dict[str, Any]) -> dict[str, Any]:

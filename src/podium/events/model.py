@@ -142,6 +142,8 @@ class ModelExchange(Event):
     output_tokens: int = 0
     cached_tokens: int = 0
     elapsed: float = 0.0
+    api_calls: int = 1  # model calls behind this answer (a tool loop makes several)
+    cost_usd: float | None = None  # None when the model has no price
 
 
 class ParseRecovery(Event):

@@ -1,18 +1,27 @@
 """The Provider port: how the engine talks to a model, whatever the API behind it.
 
 An agent execution opens one Session (a fresh conversation); the engine sends the prompt and,
-when the answer breaks the output contract, correction messages in the same session. Concrete
-providers live in their own modules and are imported only when a workflow uses them.
+when the answer breaks the output contract, correction messages in the same session. A session
+may run a tool loop inside `send` (the model asks for a tool, the session runs it from the
+request's toolbox and answers, until the model gives its final answer). Concrete providers
+live in their own modules and are imported only when a workflow uses them.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from podium.errors import RunError
+
+if TYPE_CHECKING:
+    from podium.providers.settings import ProviderSettings
+    from podium.tools.base import Toolbox
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,7 @@ class Capabilities:
     mcp: bool = False
     working_dir: bool = True
     max_temperature: float = 2.0
+    runs_tools: bool = False  # the provider offers the request's toolbox to the model
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,14 @@ class AgentRequest:
     session_key: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    # what the session may call, emit and how it retries one API call (all optional)
+    toolbox: Toolbox | None = None
+    emit: Callable[[Any], Any] | None = None
+    retry: Retrier | None = None
+    max_agent_iterations: int = 50  # tool round trips per execution
+    # the tool names the agent may use after the workflow's root `tools:` list is applied
+    # (None: the provider's defaults); runtimes with their own tools filter by it
+    effective_tools: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -57,22 +75,55 @@ class Reply:
     data: Any = None
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_tokens: int = 0
-    model: str | None = None
+    cached_tokens: int = 0  # input tokens read from the provider's cache (part of input_tokens)
+    model: str | None = None  # the model the API says answered
     raw: dict[str, Any] = field(default_factory=dict)
+    cache_write_tokens: int = 0  # input tokens written to the cache (part of input_tokens)
+    # the API calls behind this answer (a tool loop makes several), each priced on its own:
+    # long-context price tiers apply per request, not to a loop's sum
+    calls: tuple[TokenUsage, ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens a failed call had already spent (they are paid for even so)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str | None = None
 
 
 class ProviderError(RunError):
-    """A provider call failed; `retryable` says whether trying again can help."""
+    """A provider call failed; `retryable` says whether trying again can help.
+
+    `status` is the HTTP status when there was one, `category` is "timeout" or
+    "provider_error" (the `retry_on` names), `retry_after` the server's Retry-After in seconds,
+    and `spent` the tokens the failed `send` had already used."""
 
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
-                 step: str | None = None, iteration: int | None = None) -> None:
+                 step: str | None = None, iteration: int | None = None,
+                 category: str = "provider_error", retry_after: float | None = None,
+                 spent: list[TokenUsage] | None = None) -> None:
         super().__init__(message, step=step, iteration=iteration)
         self.retryable = retryable
         self.status = status
+        self.category = category
+        self.retry_after = retry_after
+        self.spent = spent
+
+
+class Retrier(Protocol):
+    """Runs one provider call, retrying transient failures (the engine supplies it)."""
+
+    def call(self, fn: Callable[[], T], what: str) -> T: ...
 
 
 class Session(Protocol):
+    """One conversation. `send` adds a message and returns the model's final answer to it; when
+    it raises, the conversation is left as it was before the call, so it can be sent again."""
+
     def send(self, message: str) -> Reply: ...
 
     def close(self) -> None: ...
@@ -87,37 +138,82 @@ class Provider(Protocol):
     def close(self) -> None: ...
 
 
-# Providers podium has, by name, as "module:factory" (imported lazily).
-KNOWN_PROVIDERS: dict[str, str] = {}
+def _known() -> dict[str, str]:
+    from podium.providers.catalog import ALIASES, PROVIDERS
+
+    out = {n: p.factory for n, p in PROVIDERS.items() if p.factory}
+    out.update({a: out[t] for a, t in ALIASES.items() if t in out})
+    return out
+
+
+# Providers podium can run, by name, as "module:factory" (imported lazily); a factory takes
+# the provider's ProviderSettings. The names and what each accepts: providers/catalog.py.
+KNOWN_PROVIDERS: dict[str, str] = _known()
 
 
 class ProviderRegistry:
-    """Creates each provider once per run, lazily; `override` forces one for every agent."""
+    """Creates each provider once per run, lazily, and so reuses its client (and connections)
+    across calls; `override` forces one provider for every agent. It also holds other
+    run-scoped resources agents share (`shared`), such as MCP server connections."""
 
     def __init__(self, override: Provider | None = None,
                  factories: dict[str, Callable[[], Provider]] | None = None) -> None:
         self.override = override
         self.factories = factories or {}
         self._live: dict[str, Provider] = {}
+        self._shared: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
-    def get(self, name: str) -> Provider:
+    def get(self, name: str,
+            settings: Callable[[], ProviderSettings] | None = None) -> Provider:
+        """The provider `name`; `settings` builds its configuration the first time."""
         if self.override is not None:
             return self.override
-        if name not in self._live:
-            factory = self.factories.get(name)
-            if factory is None and name in KNOWN_PROVIDERS:
-                module, attr = KNOWN_PROVIDERS[name].split(":")
-                factory = getattr(importlib.import_module(module), attr)
-            if factory is None:
-                known = ", ".join(sorted(set(KNOWN_PROVIDERS) | set(self.factories))) or "none"
-                raise ProviderError(
-                    f"provider '{name}' is not available (podium has: {known}); run offline "
-                    "with --responses FILE to use scripted answers")
-            self._live[name] = factory()
-        return self._live[name]
+        with self._lock:
+            live = self._live.get(name)
+            if live is None:
+                live = self._create(name, settings)
+                self._live[name] = live
+            return live
+
+    def _create(self, name: str, settings: Callable[[], ProviderSettings] | None) -> Provider:
+        factory = self.factories.get(name)
+        if factory is not None:
+            return factory()
+        if name not in KNOWN_PROVIDERS:
+            from podium.providers.catalog import describe_known
+
+            raise ProviderError(f"provider '{name}' is not available (podium has: "
+                                f"{describe_known()}); run offline with --responses FILE to "
+                                "use scripted answers")
+        module, attr = KNOWN_PROVIDERS[name].split(":")
+        make = getattr(importlib.import_module(module), attr)
+        if settings is None:
+            from podium.providers.settings import ProviderSettings
+
+            return make(ProviderSettings(name))  # type: ignore[no-any-return]
+        from podium.providers.settings import SettingsError
+
+        try:
+            return make(settings())  # type: ignore[no-any-return]
+        except SettingsError as exc:
+            raise ProviderError(f"provider '{name}': {exc}") from None
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """A run-scoped resource, created on first use and closed with the registry."""
+        with self._lock:
+            if key not in self._shared:
+                self._shared[key] = factory()
+            return self._shared[key]  # type: ignore[no-any-return]
 
     def close(self) -> None:
         for p in self._live.values():
             p.close()
+        self._live.clear()
+        for resource in self._shared.values():
+            close = getattr(resource, "close", None)
+            if close is not None:
+                close()
+        self._shared.clear()
         if self.override is not None:
             self.override.close()

@@ -3,6 +3,8 @@
 An answer that does not parse or does not fit the declared schema is sent back for correction
 in the same conversation, a bounded number of times; then the step fails naming the field.
 Each execution opens a fresh session (the provider keeps continuity only for `session_key`).
+A provider that runs tools gets the agent's toolbox; transient provider failures are retried
+under the agent's `retry:` policy, waiting on the run's clock; every call's tokens are priced.
 """
 
 from __future__ import annotations
@@ -10,15 +12,25 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from podium.errors import OutputContractError, StepError
-from podium.events.model import ModelExchange, ParseRecovery, PromptRendered
-from podium.providers.base import AgentRequest, Reply
+from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
+from podium.providers.base import (
+    AgentRequest,
+    Provider,
+    ProviderError,
+    Reply,
+    Session,
+    TokenUsage,
+)
 from podium.providers.pricing import cost_usd, find_price
+from podium.providers.retry import PolicyRetrier, RetryPolicy
 from podium.spec.model import EFFORTS, AgentStep
-from podium.steps.base import StepCall, StepOutcome, Usage
+from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
 from podium.steps.schema import (
     SchemaViolation,
     check_value,
@@ -29,6 +41,7 @@ from podium.steps.schema import (
 from podium.templating import is_template
 
 DEFAULT_CORRECTIONS = 2
+DEFAULT_AGENT_ITERATIONS = 50
 
 
 def _correction_message(reason: str, error: str, reply: str, schema: dict[str, Any]) -> str:
@@ -61,28 +74,113 @@ def _resolve_working_dir(call: StepCall, step: AgentStep, ctx: dict[str, Any]) -
     return str(path)
 
 
-def execute_agent(call: StepCall) -> StepOutcome:
-    step = call.step
-    assert isinstance(step, AgentStep)
+def provider_name_for(run: RunServices, step: AgentStep) -> str:
+    """An agent's own `provider:` wins; `--provider` replaces only the workflow's default."""
+    return step.provider or run.options.provider_override or \
+        run.workflow.workflow.runtime.provider_name
+
+
+def _provider(run: RunServices, name: str) -> Provider:
+    runtime = run.workflow.workflow.runtime
+
+    def settings() -> Any:
+        from podium.providers.settings import resolve_settings
+
+        return resolve_settings(name, runtime)
+
+    return run.providers.get(name, settings)
+
+
+def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Any:
+    """The tools the model is offered (tools/select.py), or None for none."""
+    from podium.tools.base import ToolError
+    from podium.tools.mcp import McpHub
+    from podium.tools.select import build_toolbox, wanted_names
+
     run = call.run
-    wf = run.workflow.workflow
-    name, it = step.name, call.iteration
-    ctx = run.step_context(step)
-    provider_name = run.options.provider_override or step.provider or wf.runtime.provider_name
-    provider = run.providers.get(provider_name)
-    if step.session_key and not provider.capabilities.session_continuity:
-        raise StepError(f"session_key needs session continuity, which provider "
-                        f"'{provider_name}' does not have", step=name, iteration=it)
-    model = step.model or wf.runtime.default_model
+    runtime = run.workflow.workflow.runtime
+    servers = runtime.mcp_servers
+    max_chars = runtime.tool_output.max_chars if runtime.tool_output else 50_000
+    try:
+        return build_toolbox(wanted_names(step.tools, run.workflow.tools),
+                             working_dir or os.getcwd(), servers,
+                             lambda: run.providers.shared(f"mcp:{run.path}",
+                                                          lambda: McpHub(servers)), max_chars)
+    except ToolError as exc:
+        raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
+
+
+def _timeout(run: RunServices, step: AgentStep) -> float | None:
+    runtime = run.workflow.workflow.runtime
+    limits = [t for t in (step.timeout_seconds, step.max_session_seconds
+                          or runtime.max_session_seconds, run.remaining()) if t is not None]
+    return min(limits) if limits else None
+
+
+def _usage(call: StepCall, provider: str, spent: TokenUsage | Reply, model: str | None) -> Usage:
+    """Tokens of one call with their cost; warns (once per model) when a budget cannot count
+    them because the model has no price."""
+    run = call.run
+    cost_cfg = run.workflow.workflow.cost
+    used = spent.model or model
+    cost = cost_usd(find_price(used, cost_cfg.pricing, provider), spent.input_tokens,
+                    spent.output_tokens, spent.cached_tokens, spent.cache_write_tokens)
+    limits = run.workflow.workflow.limits
+    if cost is None and limits.budget_usd is not None:
+        warned: set[str] = run.providers.shared("unpriced-warned", set)
+        if (used or "?") not in warned:
+            warned.add(used or "?")
+            run.bus.emit(Warning_(step=call.step.name, message=(
+                f"model '{used}' has no known price, so the budget (${limits.budget_usd:g}, "
+                f"{limits.budget_mode}) cannot count its calls; price it in cost.pricing")))
+    return Usage(spent.input_tokens, spent.output_tokens, spent.cached_tokens, cost, used,
+                 cost is not None)
+
+
+@dataclass
+class _Plan:
+    """One execution, ready to talk to the model."""
+
+    provider: Provider
+    request: AgentRequest
+    retrier: PolicyRetrier
+    message: str  # the first message (the prompt, plus the schema for prompt-only providers)
+
+
+def _model_and_effort(call: StepCall, step: AgentStep, ctx: dict[str, Any],
+                      provider: Provider) -> tuple[str | None, str | None]:
+    """The model and effort of this execution, their templates rendered and checked."""
+    run, name, it = call.run, step.name, call.iteration
+    runtime = run.workflow.workflow.runtime
+    model = step.model or runtime.default_model
     if model and is_template(model):
         model = run.render(model, ctx, step=name, what="model", iteration=it).strip() or None
     effort = step.reasoning.effort if step.reasoning and step.reasoning.effort else \
-        wf.runtime.default_reasoning_effort
+        runtime.default_reasoning_effort
     if effort and is_template(effort):
         effort = run.render(effort, ctx, step=name, what="reasoning.effort", iteration=it).strip()
         if effort not in EFFORTS:
             raise StepError(f"reasoning.effort template resolved to '{effort}', which is not one "
                             f"of {', '.join(EFFORTS)}", step=name, iteration=it)
+    efforts = provider.capabilities.reasoning_efforts
+    if effort and effort not in efforts:
+        raise StepError(f"provider '{provider_name_for(run, step)}' supports reasoning.effort "
+                        f"{', '.join(efforts) or 'none'}, not '{effort}'", step=name,
+                        iteration=it)
+    return model, effort
+
+
+def _plan(call: StepCall, step: AgentStep) -> _Plan:
+    """Render everything the execution needs, emit `prompt_rendered`, build the request."""
+    run, name, it = call.run, step.name, call.iteration
+    wf = run.workflow.workflow
+    ctx = run.step_context(step)
+    provider_name = provider_name_for(run, step)
+    provider = _provider(run, provider_name)
+    if step.session_key and not provider.capabilities.session_continuity:
+        raise StepError(f"session_key needs session continuity, which provider "
+                        f"'{provider_name}' does not have", step=name, iteration=it)
+    model, effort = _model_and_effort(call, step, ctx, provider)
     working_dir = _resolve_working_dir(call, step, ctx)
     prompt = run.render(step.prompt, ctx, step=name, what="prompt", iteration=it)
     if wf.instructions:
@@ -94,60 +192,101 @@ def execute_agent(call: StepCall) -> StepOutcome:
                             iteration=it)
     schema = to_json_schema(step.output) if step.has_schema and step.output else None
     tools = None if step.tools is None else tuple(step.tools)
-    remaining = run.remaining()
-    timeout = step.timeout_seconds
-    if remaining is not None:
-        timeout = min(timeout, remaining) if timeout else remaining
-    request = AgentRequest(run.run_id, name, it, provider_name, model, prompt, system, schema,
-                           effort, tools, working_dir, timeout, step.session_key,
-                           wf.runtime.max_tokens, wf.runtime.temperature)
+    toolbox = _toolbox(call, step, working_dir) if provider.capabilities.runs_tools else None
+    timeout = _timeout(run, step)
+    deadline = None if timeout is None else run.clock.monotonic() + timeout
+    retrier = PolicyRetrier(RetryPolicy.of(step.retry), run.clock, run.bus.emit, step=name,
+                            iteration=it, cancel=run.cancel,
+                            remaining=lambda: None if deadline is None
+                            else deadline - run.clock.monotonic())
+    request = AgentRequest(
+        run.run_id, name, it, provider_name, model, prompt, system, schema, effort, tools,
+        working_dir, timeout, step.session_key, wf.runtime.max_tokens,
+        wf.runtime.temperature, toolbox, run.bus.emit, retrier,
+        step.max_agent_iterations or wf.runtime.max_agent_iterations or DEFAULT_AGENT_ITERATIONS,
+        _effective_tools(step, run.workflow.tools))
     run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name, model=model,
                                 prompt=prompt, system_prompt=system, reasoning_effort=effort,
                                 tools=list(tools) if tools is not None else None))
+    message = prompt + (_instruction(schema) if schema and
+                        provider.capabilities.structured_output == "prompt" else "")
+    return _Plan(provider, request, retrier, message)
+
+
+def execute_agent(call: StepCall) -> StepOutcome:
+    step = call.step
+    assert isinstance(step, AgentStep)
+    plan = _plan(call, step)
+    session = plan.provider.open_session(plan.request)
+    try:
+        return _converse(call, step, plan, session)
+    finally:
+        session.close()
+
+
+def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) -> StepOutcome:
+    """Send the prompt, then corrections in the same session, until the answer keeps the
+    output contract (or the correction budget is spent)."""
+    run, name, it = call.run, step.name, call.iteration
+    req, retrier, message = plan.request, plan.retrier, plan.message
     max_fix = DEFAULT_CORRECTIONS
     if step.retry and step.retry.max_parse_recovery_attempts is not None:
         max_fix = step.retry.max_parse_recovery_attempts
-    message = prompt + (_instruction(schema) if schema and
-                        provider.capabilities.structured_output == "prompt" else "")
-    session = provider.open_session(request)
-    usage = Usage(model=model)
-    pricing = run.workflow.workflow.cost.pricing
-    try:
-        attempt = 0
-        while True:
-            attempt += 1
-            started = time.monotonic()
-            reply = session.send(message)
-            price = find_price(reply.model or model, pricing)
-            call_cost = cost_usd(price, reply.input_tokens, reply.output_tokens,
-                                 reply.cached_tokens)
-            usage = usage + Usage(reply.input_tokens, reply.output_tokens, reply.cached_tokens,
-                                  call_cost, reply.model or model, call_cost is not None)
-            run.bus.emit(ModelExchange(
-                step=name, iteration=it, attempt=attempt, provider=provider_name,
-                model=reply.model or model, request={"message": message, "system": system,
-                                                     "schema": schema, "tools": tools},
-                response_text=reply.text, input_tokens=reply.input_tokens,
-                output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
-                elapsed=time.monotonic() - started))
-            if schema is None:
-                return StepOutcome({"result": reply.text}, usage=usage)
-            value, reason, error = _parse(reply, step)
-            if reason is None:
-                return StepOutcome(value, usage=usage)
-            if attempt > max_fix:
-                kind = ("its answer is not valid JSON" if reason == "syntax"
-                        else "its answer breaks the output schema")
-                raise OutputContractError(
-                    f"{kind} after {attempt} attempt(s): {error}"
-                    + (" (consider output_mode: raw for long prose)" if reason == "syntax"
-                       else ""), step=name, iteration=it, details={"answer": reply.text[:2000]})
-            run.bus.emit(ParseRecovery(step=name, iteration=it, attempt=attempt,
-                                       max_attempts=max_fix, reason=reason,
-                                       error=(error or "")[:500]))
-            message = _correction_message(reason, error or "", reply.text, schema)
-    finally:
-        session.close()
+    usage = Usage(model=req.model)
+    offered = {"offered_tools": list(req.toolbox.names)} if req.toolbox is not None else {}
+    attempt = 0
+    while True:
+        attempt += 1
+        started = time.monotonic()
+        try:
+            reply = retrier.call(partial(session.send, message), "model call")
+        except ProviderError as exc:
+            _attach_spend(call, req, exc, usage, retrier.failed_spend)
+            raise
+        this = Usage(model=req.model)
+        for spent in (*retrier.failed_spend, *(reply.calls or (reply,))):
+            this = this + _usage(call, req.provider, spent, req.model)
+        retrier.failed_spend.clear()
+        usage = replace(usage + this, model=reply.model or req.model)
+        run.bus.emit(ModelExchange(
+            step=name, iteration=it, attempt=attempt, provider=req.provider,
+            model=reply.model or req.model, request={
+                "message": message, "system": req.system_prompt, "schema": req.output_schema,
+                "tools": req.tools, **offered},
+            response_text=reply.text, input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
+            elapsed=time.monotonic() - started, api_calls=len(reply.calls) or 1,
+            cost_usd=this.cost_usd if this.priced else None))
+        if req.output_schema is None:
+            return StepOutcome({"result": reply.text}, usage=usage)
+        value, reason, error = _parse(reply, step)
+        if reason is None:
+            return StepOutcome(value, usage=usage)
+        if attempt > max_fix:
+            kind = ("its answer is not valid JSON" if reason == "syntax"
+                    else "its answer breaks the output schema")
+            raise OutputContractError(
+                f"{kind} after {attempt} attempt(s): {error}"
+                + (" (consider output_mode: raw for long prose)" if reason == "syntax"
+                   else ""), step=name, iteration=it, details={"answer": reply.text[:2000]})
+        run.bus.emit(ParseRecovery(step=name, iteration=it, attempt=attempt,
+                                   max_attempts=max_fix, reason=reason,
+                                   error=(error or "")[:500]))
+        message = _correction_message(reason, error or "", reply.text, req.output_schema)
+
+
+def _attach_spend(call: StepCall, req: AgentRequest, exc: ProviderError, usage: Usage,
+                  failed: list[TokenUsage]) -> None:
+    """What the failed execution had spent, in the error's details (`usage`): the engine
+    records usage only for steps that finish, and these tokens were paid for all the same."""
+    for spent in (*failed, *(exc.spent or ())):
+        usage = usage + _usage(call, req.provider, spent, req.model)
+    failed.clear()
+    if usage.input_tokens or usage.output_tokens:
+        exc.details["usage"] = {
+            "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens, "model": usage.model,
+            "cost_usd": usage.cost_usd if usage.priced else None}
 
 
 def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
@@ -180,3 +319,10 @@ def _unwrap_scalars(value: dict[str, Any], step: AgentStep) -> dict[str, Any]:
             if len(cands) == 1:
                 out[fname] = cands[0]
     return out
+
+
+def _effective_tools(step: AgentStep, root: list[str]) -> tuple[str, ...] | None:
+    from podium.tools.select import wanted_names
+
+    names = wanted_names(step.tools, root)
+    return None if names is None else tuple(names)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from podium.steps.agent import execute_agent
 from podium.steps.base import StepExecutor
 from podium.steps.gate import execute_gate
-from podium.steps.questions import execute_questions
 from podium.steps.mcp_step import execute_mcp
+from podium.steps.questions import execute_questions
 from podium.steps.script import execute_script
 from podium.steps.set_step import execute_set
 from podium.steps.terminate import execute_terminate

@@ -14,6 +14,7 @@ from podium.events.model import (
     LimitResolved,
     ParseRecovery,
     PromptRendered,
+    ProviderRetry,
     RouteTaken,
     RunFinished,
     RunStarted,
@@ -21,6 +22,7 @@ from podium.events.model import (
     StepFailed,
     StepFinished,
     StepStarted,
+    ToolCalled,
     Warning_,
 )
 
@@ -103,6 +105,16 @@ class ConsoleSink:
             self._line(("    ↻ ", "yellow"),
                        (f"answer rejected ({event.reason}), asking for a correction "
                         f"{event.attempt}/{event.max_attempts}: {_short(event.error)}", "yellow"))
+        elif isinstance(event, ProviderRetry) and v >= 1:
+            status = f" (HTTP {event.status})" if event.status else ""
+            self._line(("    ↻ ", "yellow"),
+                       (f"{event.step}: provider call failed{status}, retry {event.attempt}/"
+                        f"{event.max_attempts} in {event.delay:.1f}s: {_short(event.error)}",
+                        "yellow"))
+        elif isinstance(event, ToolCalled) and v >= 2:
+            mark = "✗" if event.is_error else "⚙"
+            self._line((f"    {mark} ", "dim"), (event.tool, None),
+                       (f" {_short(event.arguments, 160)}", "dim"))
         elif isinstance(event, ScriptOutput) and v >= 2:
             self._line(("    $ ", "dim"), (" ".join(event.argv), "dim"),
                        (f" → exit {event.exit_code}", "dim"))

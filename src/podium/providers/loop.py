@@ -1,0 +1,229 @@
+"""The agent loop shared by the SDK adapters: one `send` is a user message followed by model
+calls and tool runs until the model gives its final answer.
+
+A subclass says how to call its API (`create`) and how its messages look; this module keeps the
+conversation, bounds the loop (`max_agent_iterations`, the agent's timeout), runs the tools from
+the request's toolbox, emits a `tool_called` event for each, adds up the tokens and leaves the
+conversation unchanged when `send` fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
+from podium.providers.retry import status_is_retryable
+from podium.tools.base import ToolResult
+
+DEFAULT_REQUEST_TIMEOUT = 600.0
+EVENT_TEXT_CAP = 2000
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any  # a dict, or the JSON text the API gave
+
+
+@dataclass
+class Turn:
+    """One model response, as the loop needs it."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    data: Any = None  # the structured answer, when the API gives it apart from the text
+    input_tokens: int = 0  # including cache reads and writes
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str | None = None
+    stop: str | None = None
+    message: Any = None  # the assistant message to keep in the conversation
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds from a response's Retry-After (or retry-after-ms) header, when present."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(tz=UTC)).total_seconds())
+
+
+def _body_message(body: Any) -> str | None:
+    """The API's own error message from an error body ({message} or {error: {message}})."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+    return None
+
+
+def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cls: type,
+              status_cls: type) -> ProviderError:
+    """A ProviderError for an SDK exception: what happened, whether asking again can help."""
+    if isinstance(exc, timeout_cls):
+        return ProviderError(f"{provider}: the request timed out", retryable=True,
+                             category="timeout")
+    if isinstance(exc, connection_cls):
+        cause = exc.__cause__ or exc
+        return ProviderError(f"{provider}: cannot connect ({type(cause).__name__}: {cause})",
+                             retryable=True)
+    if isinstance(exc, status_cls):
+        status = int(getattr(exc, "status_code", 0) or 0)
+        response = getattr(exc, "response", None)
+        message = _body_message(getattr(exc, "body", None)) or str(exc)
+        return ProviderError(f"{provider}: HTTP {status}: {message}",
+                             retryable=status_is_retryable(status), status=status,
+                             category="timeout" if status == 408 else "provider_error",
+                             retry_after=retry_after(getattr(response, "headers", None)))
+    return ProviderError(f"{provider}: {type(exc).__name__}: {exc}")
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > EVENT_TEXT_CAP:
+        return value[:EVENT_TEXT_CAP] + f"… [{len(value) - EVENT_TEXT_CAP} more characters]"
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return value
+
+
+class LoopSession(ABC):
+    """A conversation with a tool loop; subclasses speak one API."""
+
+    provider_label = "provider"
+
+    def __init__(self, request: AgentRequest) -> None:
+        self.request = request
+        self.messages: list[Any] = []
+        self.rounds = 0  # tool round trips so far in this execution
+        self.deadline = (time.monotonic() + request.timeout) if request.timeout else None
+        self.request_timeout = DEFAULT_REQUEST_TIMEOUT
+
+    # ------------------------------------------------------------------ what subclasses say
+
+    @abstractmethod
+    def user_message(self, text: str) -> list[Any]:
+        """The messages that add `text` from the user."""
+
+    @abstractmethod
+    def create(self, timeout: float) -> Turn:
+        """One API call on `self.messages`; raises ProviderError."""
+
+    @abstractmethod
+    def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
+        """The messages that give the tool results back to the model."""
+
+    def final(self, turn: Turn) -> bool:
+        """Whether `turn` ends the send (no tool to run)."""
+        return turn.data is not None or not turn.tool_calls
+
+    # ------------------------------------------------------------------ the loop
+
+    def send(self, message: str) -> Reply:
+        mark = len(self.messages)
+        calls: list[TokenUsage] = []
+        try:
+            self.messages.extend(self.user_message(message))
+            while True:
+                turn = self._call()
+                calls.append(TokenUsage(turn.input_tokens, turn.output_tokens,
+                                        turn.cached_tokens, turn.cache_write_tokens,
+                                        turn.model or self.request.model))
+                self.messages.append(turn.message)
+                if self.final(turn):
+                    return Reply(turn.text, turn.data, sum(c.input_tokens for c in calls),
+                                 sum(c.output_tokens for c in calls),
+                                 sum(c.cached_tokens for c in calls),
+                                 turn.model or self.request.model,
+                                 {"api_calls": len(calls), "tool_rounds": self.rounds,
+                                  "stop": turn.stop},
+                                 sum(c.cache_write_tokens for c in calls), tuple(calls))
+                if self.rounds >= self.request.max_agent_iterations:
+                    raise ProviderError(
+                        f"the model asked for tools {self.rounds} times without a final "
+                        f"answer, reaching max_agent_iterations "
+                        f"({self.request.max_agent_iterations})")
+                self.rounds += 1
+                results = [self._run_tool(c) for c in turn.tool_calls]
+                self.messages.extend(self.tool_messages(turn.tool_calls, results))
+        except ProviderError as exc:
+            del self.messages[mark:]
+            if calls:
+                exc.spent = calls
+            raise
+        except BaseException:
+            del self.messages[mark:]
+            raise
+
+    def _remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return self.deadline - time.monotonic()
+
+    def _call(self) -> Turn:
+        def once() -> Turn:
+            left = self._remaining()
+            if left is not None and left <= 0:
+                raise ProviderError(f"the agent ran out of time ({self.request.timeout:g}s: "
+                                    "timeout_seconds, max_session_seconds or the run's "
+                                    "timeout)", category="timeout")
+            timeout = self.request_timeout if left is None else min(self.request_timeout, left)
+            return self.create(timeout)
+
+        if self.request.retry is not None:
+            return self.request.retry.call(once, f"{self.provider_label} call")
+        return once()
+
+    def _run_tool(self, call: ToolCall) -> ToolResult:
+        box = self.request.toolbox
+        started = time.monotonic()
+        if box is None:
+            result = ToolResult(f"no tool '{call.name}' is available", True)
+        else:
+            result = box.call(call.name, call.arguments)
+        if self.request.emit is not None:
+            from podium.events.model import ToolCalled
+
+            args = call.arguments
+            if isinstance(args, str):
+                with contextlib.suppress(ValueError):
+                    args = json.loads(args)
+            if not isinstance(args, dict):
+                args = {"_raw": args}
+            self.request.emit(ToolCalled(
+                step=self.request.step, iteration=self.request.iteration, tool=call.name,
+                source=box.source(call.name) if box is not None else None,
+                arguments=_short(args), output=_short(result.text), is_error=result.is_error,
+                elapsed=time.monotonic() - started))
+        return result
+
+    def close(self) -> None:
+        self.messages.clear()

@@ -1,0 +1,181 @@
+"""OpenAI, any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, a gateway) and Azure
+OpenAI, through the official `openai` SDK's Chat Completions API.
+
+Structured output uses `response_format` with a JSON Schema (strict when the schema allows
+it), reasoning effort the `reasoning_effort` parameter, tools function calling. One client per
+provider per run (its HTTP connections are reused); the SDK's own retries are off, podium's
+policy retries instead (with events).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import openai
+
+from podium.providers.base import AgentRequest, Capabilities, ProviderError
+from podium.providers.catalog import openai_rejects_effort
+from podium.providers.loop import LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.pricing import preload_table
+from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.tools.base import ToolResult
+
+CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=("low", "medium", "high"),
+                            structured_output="native", mcp=True, runs_tools=True,
+                            max_temperature=2.0)
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """`schema` in OpenAI's strict form, or None when strict mode cannot express it (optional
+    properties, free-form objects or arrays, length limits)."""
+    out = copy.deepcopy(schema)
+
+    def fix(node: dict[str, Any]) -> bool:
+        types = node.get("type")
+        kinds = set(types) if isinstance(types, list) else {types}
+        if {"minLength", "maxLength"} & set(node):
+            return False
+        if "object" in kinds:
+            props = node.get("properties")
+            if not props or set(node.get("required", [])) != set(props):
+                return False
+            node["additionalProperties"] = False
+            if not all(fix(p) for p in props.values()):
+                return False
+        if "array" in kinds:
+            items = node.get("items")
+            if not isinstance(items, dict) or not fix(items):
+                return False
+        return True
+
+    return out if fix(out) else None
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    strict = strict_schema(schema)
+    return {"type": "json_schema",
+            "json_schema": {"name": "output", "strict": strict is not None,
+                            "schema": strict if strict is not None else schema}}
+
+
+def _error(exc: Exception, label: str) -> ProviderError:
+    return sdk_error(exc, label, timeout_cls=openai.APITimeoutError,
+                     connection_cls=openai.APIConnectionError, status_cls=openai.APIStatusError)
+
+
+class OpenAISession(LoopSession):
+    def __init__(self, provider: OpenAIProvider, request: AgentRequest) -> None:
+        super().__init__(request)
+        self.provider = provider
+        self.provider_label = provider.name
+        if provider.timeout:
+            self.request_timeout = provider.timeout
+        if not request.model:
+            raise ProviderError(f"agent '{request.step}' has no model: set its `model:` or "
+                                "runtime.default_model")
+        effort = request.reasoning_effort
+        if effort and openai_rejects_effort(request.model):
+            raise ProviderError(f"model '{request.model}' does not reason, so it takes no "
+                                f"reasoning.effort (got '{effort}')")
+        base: dict[str, Any] = {"model": request.model}
+        if request.output_schema is not None:
+            base["response_format"] = response_format(request.output_schema)
+        if effort:
+            base["reasoning_effort"] = effort
+        if request.max_tokens:
+            base["max_completion_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            base["temperature"] = request.temperature
+        box = request.toolbox
+        if box:
+            base["tools"] = [{"type": "function", "function": {
+                "name": s.name, "description": s.description, "parameters": s.parameters}}
+                for s in box.specs]
+        self.params = base
+        if request.system_prompt:
+            self.messages.append({"role": "system", "content": request.system_prompt})
+
+    def user_message(self, text: str) -> list[Any]:
+        return [{"role": "user", "content": text}]
+
+    def create(self, timeout: float) -> Turn:
+        try:
+            resp = self.provider.client.chat.completions.create(
+                messages=self.messages, timeout=timeout, **self.params)
+        except openai.OpenAIError as exc:
+            raise _error(exc, self.provider.name) from None
+        if not resp.choices:
+            raise ProviderError(f"{self.provider.name}: the answer has no choices")
+        choice = resp.choices[0]
+        msg = choice.message
+        text = msg.content or getattr(msg, "refusal", None) or ""
+        calls = [ToolCall(tc.id, tc.function.name, tc.function.arguments)
+                 for tc in (msg.tool_calls or []) if getattr(tc, "type", "") == "function"]
+        kept: dict[str, Any] = {"role": "assistant", "content": msg.content}
+        if calls:
+            kept["tool_calls"] = [{"id": c.id, "type": "function",
+                                   "function": {"name": c.name, "arguments": c.arguments}}
+                                  for c in calls]
+        usage = resp.usage
+        cached = 0
+        if usage is not None and usage.prompt_tokens_details is not None:
+            cached = usage.prompt_tokens_details.cached_tokens or 0
+        return Turn(text, calls, None, usage.prompt_tokens if usage else 0,
+                    usage.completion_tokens if usage else 0, cached, 0, resp.model,
+                    choice.finish_reason, kept)
+
+    def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
+        return [{"role": "tool", "tool_call_id": c.id,
+                 "content": ("error: " + r.text) if r.is_error else r.text}
+                for c, r in zip(calls, results, strict=True)]
+
+
+class OpenAIProvider:
+    """One client for the run; a fresh session per agent execution."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(self, name: str, client: openai.OpenAI, timeout: float | None) -> None:
+        self.name = name
+        self.client = client
+        self.timeout = timeout
+
+    def open_session(self, request: AgentRequest) -> OpenAISession:
+        return OpenAISession(self, request)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def create_openai(settings: ProviderSettings) -> OpenAIProvider:
+    preload_table()
+    base_url = settings.base_url or settings.env("OPENAI_BASE_URL")
+    key = settings.api_key or settings.env("OPENAI_API_KEY")
+    if key is None and base_url:
+        key = PLACEHOLDER_KEY  # a local endpoint needs no key; the SDK insists on one
+    if key is None:
+        raise ProviderError("provider 'openai' needs an API key: set OPENAI_API_KEY, or "
+                            "runtime.provider.api_key_env / api_key (an OpenAI-compatible "
+                            "endpoint is chosen with base_url or OPENAI_BASE_URL)")
+    client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0,
+                           default_headers=settings.headers or None,
+                           timeout=settings.timeout or 600.0)
+    return OpenAIProvider("openai", client, settings.timeout)
+
+
+def create_azure(settings: ProviderSettings) -> OpenAIProvider:
+    preload_table()
+    endpoint = settings.base_url or settings.env("AZURE_OPENAI_ENDPOINT")
+    key = settings.api_key or settings.env("AZURE_OPENAI_API_KEY")
+    version = settings.api_version or settings.env("OPENAI_API_VERSION")
+    missing = [what for what, v in (("an endpoint (base_url or AZURE_OPENAI_ENDPOINT)", endpoint),
+                                    ("a key (api_key_env or AZURE_OPENAI_API_KEY)", key),
+                                    ("an api_version (or OPENAI_API_VERSION)", version)) if not v]
+    if missing:
+        raise ProviderError("provider 'azure' needs " + ", ".join(missing))
+    assert endpoint is not None
+    client = openai.AzureOpenAI(azure_endpoint=endpoint, api_key=key, api_version=version,
+                                max_retries=0, default_headers=settings.headers or None,
+                                timeout=settings.timeout or 600.0)
+    return OpenAIProvider("azure", client, settings.timeout)

@@ -1,0 +1,280 @@
+"""What the agent-runtime providers (copilot, claude-agent-sdk) share, with no SDK imported:
+their capabilities and tool-name maps (which `validate` reads), where their CLIs are found, the
+environment that keeps them quiet, the event loop their async SDKs run on, and the table that
+lets `session_key` continue a runtime session across a resumed run.
+
+A runtime is a CLI process (GitHub Copilot CLI, Claude Code) driven by its vendor's Python SDK.
+It runs its own tool loop with its own tools; podium chooses which tools it may offer
+(`tools:`), where it works (`working_dir`), the model, the effort and the endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import sys
+import threading
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from podium.providers.base import Capabilities
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------- capabilities
+
+COPILOT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh")
+CLAUDE_AGENT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
+
+COPILOT_CAPABILITIES = Capabilities(
+    tools_filter=True, session_continuity=True, reasoning_efforts=COPILOT_EFFORTS,
+    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
+    runs_tools=False)
+CLAUDE_AGENT_CAPABILITIES = Capabilities(
+    tools_filter=True, session_continuity=True, reasoning_efforts=CLAUDE_AGENT_EFFORTS,
+    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
+    runs_tools=False)
+
+RUNTIME_CAPABILITIES: dict[str, Capabilities] = {
+    "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES}
+
+# podium's workspace tool names -> the runtime's own built-in tools that do the same work (a
+# runtime tool may do a little more: Copilot's `view` lists directories and reads files).
+COPILOT_TOOLS: dict[str, tuple[str, ...]] = {
+    "read_file": ("view",),
+    "list_dir": ("view", "glob"),
+    "search": ("grep", "glob"),
+    "write_file": ("create", "edit"),
+    "edit_file": ("edit",),
+    "run_command": ("bash", "read_bash", "write_bash", "stop_bash", "list_bash"),
+}
+CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
+    "read_file": ("Read",),
+    "list_dir": ("Glob",),
+    "search": ("Grep", "Glob"),
+    "write_file": ("Write", "Edit"),
+    "edit_file": ("Edit",),
+    "run_command": ("Bash",),
+}
+RUNTIME_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
+    "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS}
+# the runtime's tool name -> podium's name, for the `tool_called` events
+_BACK: dict[str, dict[str, str]] = {
+    p: {rt: name for name, rts in reversed(m.items()) for rt in rts}
+    for p, m in RUNTIME_TOOLS.items()}
+
+
+def podium_tool_name(provider: str, runtime_tool: str) -> str:
+    """The workspace tool name a runtime tool corresponds to, or the runtime's own name."""
+    return _BACK.get(provider, {}).get(runtime_tool, runtime_tool)
+
+
+def tool_problem(provider: str, name: str, servers: list[str]) -> str | None:
+    """Why `tools:` entry `name` cannot be honoured by runtime `provider` (None when it can).
+    Unknown names are reported by the generic tool check; this is what a runtime adds."""
+    if name in RUNTIME_TOOLS.get(provider, {}):
+        return None
+    server, sep, tool = name.partition("__")
+    if sep and server in servers and provider == "claude-agent-sdk" and tool != "*":
+        return (f"provider 'claude-agent-sdk' offers an MCP server's tools all together: use "
+                f"'{server}__*', not '{name}'")
+    return None
+
+
+# --------------------------------------------------------------------------- finding the CLIs
+
+
+@dataclass(frozen=True)
+class RuntimeCli:
+    provider: str
+    label: str  # what a person calls it
+    npm: str  # the npm package
+    binary: str  # the command it installs
+    override: str  # the variable naming the executable explicitly
+
+    def platform_binary(self, node_modules: Path) -> Path:
+        """The native binary inside the per-platform npm package (no node needed)."""
+        system = {"darwin": "darwin", "win32": "win32"}.get(sys.platform, "linux")
+        machine = platform.machine().lower()
+        arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64"}.get(machine, machine)
+        exe = ".exe" if system == "win32" else ""
+        if self.provider == "copilot":
+            return node_modules / "@github" / f"copilot-{system}-{arch}" / f"copilot{exe}"
+        return node_modules / "@anthropic-ai" / f"claude-code-{system}-{arch}" / f"claude{exe}"
+
+
+COPILOT_CLI = RuntimeCli("copilot", "the GitHub Copilot CLI", "@github/copilot", "copilot",
+                         "PODIUM_COPILOT_CLI")
+CLAUDE_CLI = RuntimeCli("claude-agent-sdk", "the Claude Code CLI", "@anthropic-ai/claude-code",
+                        "claude", "PODIUM_CLAUDE_CLI")
+
+
+def repo_runtimes_bin() -> Path:
+    """<repo>/runtimes/node_modules/.bin for a podium run from its source tree."""
+    return Path(__file__).resolve().parents[3] / "runtimes" / "node_modules" / ".bin"
+
+
+def runtimes_bin(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("PODIUM_RUNTIMES_DIR") or repo_runtimes_bin())
+
+
+class RuntimeMissing(Exception):
+    """The runtime's CLI is not installed (or not where it was said to be)."""
+
+
+def install_hint(cli: RuntimeCli) -> str:
+    return (f"provider '{cli.provider}' needs {cli.label} (npm {cli.npm}): run `make install` "
+            f"(or `npm ci --prefix runtimes`) in podium's repository, or set {cli.override} "
+            f"to its executable")
+
+
+def find_cli(cli: RuntimeCli, environ: Mapping[str, str], bundled: Path | None = None) -> str:
+    """The runtime's executable: ${override} when set (it must exist), then the pinned copy in
+    PODIUM_RUNTIMES_DIR (default <repo>/runtimes/node_modules/.bin; its native binary first),
+    then the copy the Python SDK bundles (`bundled`), then PATH. Raises RuntimeMissing."""
+    explicit = environ.get(cli.override)
+    if explicit:
+        path = Path(explicit).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+        raise RuntimeMissing(f"{install_hint(cli)} ({cli.override}={explicit} is not an "
+                             "executable file)")
+    bin_dir = runtimes_bin(environ)
+    for candidate in (cli.platform_binary(bin_dir.parent), bin_dir / cli.binary):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    if bundled is not None and bundled.is_file() and os.access(bundled, os.X_OK):
+        return str(bundled)
+    found = shutil.which(cli.binary, path=environ.get("PATH"))
+    if found:
+        return found
+    raise RuntimeMissing(f"{install_hint(cli)} (looked in {bin_dir} and on PATH)")
+
+
+# --------------------------------------------------------------------------- quiet runtimes
+
+# No update checks, telemetry, error reports or other traffic besides the model endpoint.
+COPILOT_QUIET_ENV: dict[str, str] = {
+    "COPILOT_AUTO_UPDATE": "false",
+}
+COPILOT_OFFLINE_ENV: dict[str, str] = {
+    # BYOK: no GitHub, no telemetry, no GitHub MCP server; only the configured endpoint
+    "COPILOT_OFFLINE": "true",
+}
+CLAUDE_QUIET_ENV: dict[str, str] = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_COST_WARNINGS": "1",
+    "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+    # podium's retry policy retries (with events, on the run's clock), not the CLI
+    "CLAUDE_CODE_MAX_RETRIES": "0",
+}
+
+
+# --------------------------------------------------------------------------- the event loop
+
+
+class LoopThread:
+    """An asyncio event loop in a daemon thread: the async SDKs live on it, and podium's
+    synchronous engine (which may call from several threads at once) submits work to it."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the loop and wait for its result (TimeoutError after `timeout`; the
+        coroutine is cancelled then)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+
+        async def drain() -> None:
+            tasks = [t for t in asyncio.all_tasks(self.loop) if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(drain(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+# --------------------------------------------------------------------------- session_key table
+
+
+def podium_home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("PODIUM_HOME") or Path.home() / ".podium")
+
+
+class SessionTable:
+    """Runtime session ids by (run, provider, session_key, working dir), kept in a small JSON
+    file under PODIUM_HOME so that `podium resume` continues the same runtime session."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(run_id: str, provider: str, session_key: str, working_dir: str | None) -> str:
+        return json.dumps([run_id, provider, session_key, working_dir or ""])
+
+    def _read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self._read().get(key)
+
+    def put(self, key: str, session_id: str) -> None:
+        with self._lock:
+            data = self._read()
+            if data.get(key) == session_id:
+                return
+            data[key] = session_id
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+
+
+def session_table(environ: Mapping[str, str]) -> SessionTable:
+    return SessionTable(podium_home(environ) / "runtime-sessions.json")
+
+
+def clip(value: Any, limit: int = 2000) -> Any:
+    """Long strings in an event are cut (the model saw them whole)."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"… [{len(value) - limit} more characters]"
+    if isinstance(value, dict):
+        return {str(k): clip(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip(v, limit) for v in value]
+    return value

@@ -1,0 +1,57 @@
+"""Which tools an agent's model is offered (podium's semantics of `tools:`):
+
+- omitted: the workflow's root `tools:` list when it has one, else every workspace tool and
+  every tool of every declared MCP server;
+- `[]`: no tool at all (the request to the model carries none);
+- a list: exactly those names: workspace tool names (read_file, list_dir, search, write_file,
+  edit_file, run_command) and MCP tools as `<server>__<tool>` (`<server>__*` for all of one
+  server's tools).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+
+from podium.spec.model import McpServerConfig
+from podium.tools.base import DEFAULT_MAX_CHARS, Tool, Toolbox, ToolError
+from podium.tools.mcp import SEP, McpHub
+from podium.tools.workspace import WORKSPACE_TOOL_NAMES, Workspace
+
+
+def wanted_names(agent_tools: list[str] | None, root_tools: list[str]) -> list[str] | None:
+    """The names an agent asks for, or None for "everything"."""
+    if agent_tools is not None:
+        return list(agent_tools)
+    return list(root_tools) or None
+
+
+def build_toolbox(names: list[str] | None, working_dir: str,
+                  servers: dict[str, McpServerConfig], hub: Callable[[], McpHub],
+                  max_chars: int = DEFAULT_MAX_CHARS) -> Toolbox | None:
+    """The toolbox for `names` (see the module doc); None when the agent gets no tool.
+    Raises ToolError for an unknown name or a server that cannot be reached."""
+    if names is not None and not names:
+        return None
+    workspace = Workspace(working_dir)
+    chosen: list[Tool] = []
+    if names is None:
+        chosen += workspace.tools()
+        for server in servers:
+            chosen += hub().tools(server, working_dir)
+        return Toolbox(chosen, max_chars)
+    for name in dict.fromkeys(names):
+        if name in WORKSPACE_TOOL_NAMES:
+            chosen += workspace.tools((name,))
+            continue
+        server, sep, remote = name.partition(SEP)
+        if not sep or server not in servers:
+            raise ToolError(f"unknown tool '{name}': tools are {', '.join(WORKSPACE_TOOL_NAMES)}"
+                            " or <server>__<tool> for a server in runtime.mcp_servers")
+        listed = hub().tools(server, working_dir)
+        found = [t for t in listed if fnmatch.fnmatchcase(t.remote_name, remote)]
+        if not found:
+            raise ToolError(f"MCP server '{server}' has no tool '{remote}' (it has: "
+                            f"{', '.join(t.remote_name for t in listed) or 'none'})")
+        chosen += found
+    return Toolbox(chosen, max_chars)
