@@ -24,3 +24,6 @@ check: lint typecheck test
 bench: install
 	$(UV) run --frozen python bench/bench_cli.py
 	$(UV) run --frozen python bench/bench_engine.py
+	$(UV) run --frozen python bench/bench_providers.py
+	$(UV) run --frozen python bench/bench_foreach.py
+	$(UV) run --frozen python bench/bench_store.py

@@ -96,10 +96,16 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
         answerers.append(TerminalAnswerer())
     engine.bus.add(store)
     engine.bus.add(ConsoleSink(sys.stderr, opts.verbosity, after_start=warnings))
-    if opts.events is not None:
-        from podium.events.sinks.jsonl import JsonlSink
+    from podium.events.sinks.jsonl import JsonlSink
 
-        engine.bus.add(JsonlSink(opts.events, append=state is not None))
+    # every run also keeps a JSONL log of its own (appended to on resume), plus --events F
+    for log in (podium_home() / "runs" / engine.run_id / "events.jsonl", opts.events):
+        if log is None:
+            continue
+        try:
+            engine.bus.add(JsonlSink(log, append=state is not None))
+        except OSError as exc:
+            sys.stderr.write(f"podium: cannot write the event log {log}: {exc}\n")
     engine.checkpointer = store
     engine.store = store
 
