@@ -10,7 +10,6 @@ It runs its own tool loop with its own tools; podium chooses which tools it may 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -21,9 +20,12 @@ import threading
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from podium.providers.base import Capabilities
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -187,17 +189,23 @@ class LoopThread:
     synchronous engine (which may call from several threads at once) submits work to it."""
 
     def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
+        import asyncio  # only runs that use a runtime pay for importing asyncio
+
+        self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
     def _main(self) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run `coro` on the loop and wait for its result (TimeoutError after `timeout`; the
         coroutine is cancelled then)."""
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
@@ -206,6 +214,8 @@ class LoopThread:
             raise
 
     def close(self) -> None:
+        import asyncio
+
         if self.loop.is_closed():
             return
 
