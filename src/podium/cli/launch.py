@@ -99,7 +99,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     from podium.events.sinks.jsonl import JsonlSink
 
     # every run also keeps a JSONL log of its own (appended to on resume), plus --events F
-    for log in (podium_home() / "runs" / engine.run_id / "events.jsonl", opts.events):
+    for log in (store.path.parent / "runs" / engine.run_id / "events.jsonl", opts.events):
         if log is None:
             continue
         try:

@@ -9,17 +9,27 @@ from podium.events.model import Event
 
 
 class JsonlSink:
+    """Writes each event as a line; the file is closed when its run finishes (and opened
+    again, appending, if more events come: a resumed run)."""
+
     def __init__(self, path: Path, *, append: bool = False) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fh: IO[str] = path.open("a" if append else "w", encoding="utf-8")
+        self._mode = "a" if append else "w"
+        self._fh: IO[str] | None = None  # opened by the first event
 
     def handle(self, event: Event) -> None:
+        if self._fh is None or self._fh.closed:
+            self._fh = self.path.open(self._mode, encoding="utf-8")
+            self._mode = "a"
         self._fh.write(event.model_dump_json(exclude_none=True) + "\n")
         self._fh.flush()
+        if event.type == "run_finished" and event.parent_run_id is None:
+            self._fh.close()
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
 
 
 class MemorySink:
