@@ -41,6 +41,21 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def ancestors() -> set[int]:
+    """This process and its parents, up to init: a stop must never signal one of them."""
+    out = set()
+    pid = os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                text = fh.read()
+            pid = int(text[text.rfind(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
 @dataclass
 class LaunchOptions:
     skip_gates: bool = False

@@ -204,20 +204,3 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
         if hooks is not None:
             hooks.close()
         store.close()
-
-
-def _report(engine: Any, outcome: Any, req: RunRequest) -> None:
-    from podium.cli.summary import print_summary
-
-    if req.json_out:
-        payload = {
-            "run_id": outcome.run_id, "status": outcome.status, "exit_code": outcome.exit_code,
-            "output": outcome.output, "terminal": outcome.terminal, "reason": outcome.reason,
-            "error": str(outcome.error) if outcome.error else None,
-            "steps": outcome.path, "iterations": outcome.iterations,
-            "elapsed": round(outcome.elapsed, 3),
-        }
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-    elif outcome.output is not None:
-        sys.stdout.write(json.dumps(outcome.output, indent=2, ensure_ascii=False) + "\n")
-    print_summary(engine, outcome, sys.stderr)

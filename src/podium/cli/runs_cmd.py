@@ -169,22 +169,10 @@ def events_command(run_id: str, after: int) -> int:
     return _guard(body)
 
 
-def _ancestors() -> set[int]:
-    out = set()
-    pid = os.getpid()
-    while pid > 1:
-        out.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                text = fh.read()
-            pid = int(text[text.rfind(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return out
 
 
 def stop_command(run_id: str, wait: float) -> int:
-    from podium.cli.launch import open_store, process_start
+    from podium.cli.launch import ancestors, open_store, process_start
 
     def body() -> int:
         store = open_store()
@@ -199,7 +187,7 @@ def stop_command(run_id: str, wait: float) -> int:
                                  f"resumable: podium resume {run.id}\n")
                 store.update_run(run.id, status="interrupted")
                 return exitcodes.OK
-            if pid in _ancestors():
+            if pid in ancestors():
                 sys.stderr.write(f"podium stop: run {run.id} is this very process (pid {pid}); "
                                  "not stopping it\n")
                 return exitcodes.INVALID

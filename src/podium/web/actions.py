@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.cli.launch import ancestors
 from podium.store.base import StoreError
 from podium.store.sqlite import SQLiteStore
 from podium.web.queries import IDENTITY_CHECKS, Reader, alive
@@ -121,7 +122,7 @@ class Actions:
             return {"stopped": root["id"], "signalled": None,
                     "message": "its process was gone; marked interrupted (resumable)"}
         pid = int(root["pid"])
-        if pid != os.getpid() and pid in _ancestors():
+        if pid != os.getpid() and pid in ancestors():
             raise ActionError(409, f"run {root['id']} is a parent of this console "
                                    f"(pid {pid}); not stopping it")
         os.kill(pid, signal.SIGTERM)
@@ -129,15 +130,3 @@ class Actions:
                 "message": "asked to stop; it keeps its checkpoint and stays resumable"}
 
 
-def _ancestors() -> set[int]:
-    out = set()
-    pid = os.getpid()
-    while pid > 1:
-        out.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-                text = fh.read()
-            pid = int(text[text.rfind(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return out
