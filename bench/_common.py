@@ -137,12 +137,40 @@ def machine_info() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(), "cpu_model": cpu, "mem_total_mib": mem,
         "podium_imported_from": podium_file, "PYTHONPATH": os.environ.get("PYTHONPATH"),
+        "podium_bytecode": podium_bytecode_status(),
         "kernel": platform.release(), "python": venv_py, "python_executable": PYTHON,
         "loadavg": os.getloadavg(),
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "git": git_info(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+_BYTECODE_PROBE = """
+import importlib.util, json, os, podium
+root = os.path.dirname(podium.__file__)
+total = fresh = 0
+for folder, _, names in os.walk(root):
+    for n in names:
+        if n.endswith(".py"):
+            src = os.path.join(folder, n)
+            pyc = importlib.util.cache_from_source(src)
+            total += 1
+            fresh += os.path.exists(pyc) and os.path.getmtime(pyc) >= os.path.getmtime(src)
+print(json.dumps({"podium_py_files": total, "with_fresh_bytecode": fresh}))
+"""
+
+
+def podium_bytecode_status(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """How many of podium's source files have up-to-date bytecode where the interpreter looks
+    for it: without it, every process compiles them (PYTHONDONTWRITEBYTECODE=1 stops it from
+    saving the result)."""
+    out = subprocess.run([PYTHON, "-c", _BYTECODE_PROBE], capture_output=True, text=True,
+                         check=False, env=dict(env) if env is not None else None).stdout
+    try:
+        return dict(json.loads(out))
+    except ValueError:
+        return {}
 
 
 def git_info() -> dict[str, Any]:
@@ -183,10 +211,11 @@ def _default(o: Any) -> Any:
 
 
 def bytecode_env(prefix: Path) -> dict[str, str]:
-    """The environment with a private, writable bytecode cache: podium is installed editable
-    (src/ has no __pycache__) and this machine sets PYTHONDONTWRITEBYTECODE=1, so by default
-    every process compiles podium's own modules from source. This variant shows the cost
-    without that compile step (prefix is outside the repo; nothing under src/ is written)."""
+    """The environment with a private, writable bytecode cache. podium is installed editable
+    and this machine sets PYTHONDONTWRITEBYTECODE=1: when src/ has no up-to-date
+    __pycache__, every process compiles podium's modules from source. Comparing against this
+    variant (after one warm-up fills the cache) shows that cost; the prefix is outside the
+    repository, nothing under src/ is written."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(prefix)

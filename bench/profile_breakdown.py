@@ -717,6 +717,12 @@ def main() -> None:
     eprint("2. validate phases")
     wait_for_quiet()
     res["validate_phases"] = validate_phases(files)
+    eprint("2b. validate beyond 800 steps")
+    wait_for_quiet()
+    big = dict(zip((400, 1600, 3200),
+                   generate(tmp / "workflows-big", (400, 1600, 3200)), strict=True))
+    big[800] = gen[800]
+    res["validate_scaling"] = validate_phases({f"linear-{n}": big[n] for n in sorted(big)})
     eprint("3. memo experiment")
     res["memo_experiment"] = memo_experiment(files)
     eprint("4. cProfile validate")
@@ -775,6 +781,17 @@ def main() -> None:
                        *[f"{sum(res['validate_phases'][lab]['template_parse_calls'].values())}"
                          f" / {res['validate_phases'][lab]['unique_template_sources']}"
                          for lab in labels]]]))
+    print("\n### validate beyond 800 steps (in-process, steady, best of 3, ms)\n")
+    sc = res["validate_scaling"]
+    sizes = list(sc)
+    rows = []
+    for k in ("validate_file", "Checker.check_templates", "TemplateEngine.parse*",
+              "collect_refs (AST walks)", "Checker.check_output_paths",
+              "load_workflow (YAML + model)", "load_document (read + YAML compose + env)"):
+        rows.append([k, *[sc[f]["phases_ms"].get(k, "") for f in sizes]])
+    rows.append(["validate_file per step", *[
+        round(sc[f]["phases_ms"]["validate_file"] / int(f.split("-")[1]), 3) for f in sizes]])
+    print(md_table(["phase", *sizes], rows))
     print("\n### Experiment: memoise TemplateEngine.parse (validate, best of 5, ms)\n")
     print(md_table(["file", "as is", "parse memoised", "saving", "%",
                     "parse + collect_refs memoised", "saving", "%"],
@@ -816,7 +833,8 @@ def main() -> None:
     print(f"normal exit {t['normal_exit_median_ms']} ms, os._exit {t['os_exit_median_ms']} ms: "
           f"teardown {t['teardown_ms']} ms; with gc.freeze() before a normal exit "
           f"{t['gc_freeze_exit_median_ms']} ms (teardown {t['teardown_with_gc_freeze_ms']} ms)")
-    print("\n### Compiling podium's own modules (no bytecode for src/ on this machine)\n")
+    print("\n### Compiling podium's own modules (what a process without their bytecode "
+          "pays)\n")
     for key, cc in res["compile_podium_modules"].items():
         print(f"- {key}: {cc['modules']} podium modules, compile() total {cc['total_ms']} ms "
               "(largest: " + ", ".join(f"{n} {v}" for n, v in cc["top_ms"][:4]) + ")")
