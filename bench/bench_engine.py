@@ -46,7 +46,7 @@ from _common import (
     importtime,
     machine_info,
     md_table,
-    measure,
+    measure_interleaved,
     wait_for_quiet,
     write_json,
 )
@@ -304,17 +304,23 @@ def main() -> None:
     script_overhead = core_script["per_step_ms"] - direct
 
     # (a) + (c) whole processes
+    # interleaved round by round, so that differences between these series (the per-step
+    # figures below) are not differences between moments of the machine
+    eprint("processes: podium run (5 workflows, interleaved)")
+    variants = {
+        "two-step": ([PODIUM, "run", str(files["two"]), "--input", "who=bench"], env),
+        "two-step -q": ([PODIUM, "run", str(files["two"]), "--input", "who=bench", "-q"], env),
+        f"set-loop-{lo} -q": ([PODIUM, "run", str(files[f"set-{lo}"]), "-q"], env),
+        f"set-loop-{hi} -q": ([PODIUM, "run", str(files[f"set-{hi}"]), "-q"], env),
+        f"script-loop-{SCRIPT_ITERATIONS} -q": ([PODIUM, "run", str(files["script"]), "-q"],
+                                                env),
+    }
+    series = measure_interleaved("podium run", variants, runs=args.runs, warmups=args.warmups)
     proc: dict[str, Any] = {}
-    for key, argv in (
-        ("two-step", [PODIUM, "run", str(files["two"]), "--input", "who=bench"]),
-        ("two-step -q", [PODIUM, "run", str(files["two"]), "--input", "who=bench", "-q"]),
-        (f"set-loop-{lo} -q", [PODIUM, "run", str(files[f"set-{lo}"]), "-q"]),
-        (f"set-loop-{hi} -q", [PODIUM, "run", str(files[f"set-{hi}"]), "-q"]),
-        (f"script-loop-{SCRIPT_ITERATIONS} -q", [PODIUM, "run", str(files["script"]), "-q"]),
-    ):
-        eprint(f"process: podium run {key}")
-        proc[key] = measure(f"podium run {key}", argv, runs=args.runs, warmups=args.warmups,
-                            env=env).summary()
+    for key, ser in series.items():
+        summary = ser.summary()
+        summary["label"] = f"podium run {key}"
+        proc[key] = summary
     proc_marginal = (proc[f"set-loop-{hi} -q"]["median_ms"]
                      - proc[f"set-loop-{lo} -q"]["median_ms"]) / (hi - lo)
     proc_first = (proc[f"set-loop-{lo} -q"]["median_ms"]
