@@ -334,3 +334,9 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
+    finally:
+        # Everything allocated so far lives until exit: moving it out of the collector's
+        # reach spares the interpreter's final collections (~20 ms of every command).
+        import gc
+
+        gc.freeze()
