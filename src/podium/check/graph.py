@@ -104,11 +104,11 @@ class RouteGraph:
                 post.append(node)
         rpo = post[::-1]
         index = {n: i for i, n in enumerate(rpo)}
-        preds: dict[str, list[str]] = {n: [] for n in rpo}
+        preds: dict[str, dict[str, None]] = {n: {} for n in rpo}  # ordered sets
         for n in rpo:
             for e in self.succ[n]:
-                if e.dst in preds and n not in preds[e.dst]:
-                    preds[e.dst].append(n)
+                if e.dst in preds:
+                    preds[e.dst][n] = None
         idom = {self.entry: self.entry}
 
         def intersect(a: str, b: str) -> str:
@@ -123,7 +123,11 @@ class RouteGraph:
         while changed:
             changed = False
             for n in rpo[1:]:
-                ps = [p for p in preds[n] if p in idom]
+                # deepest predecessor first: the running intersection then only climbs, so a
+                # node with many predecessors along a chain (every step's failure route to
+                # one terminal) costs the chain's length once, not once per predecessor
+                ps = sorted((p for p in preds[n] if p in idom), key=index.__getitem__,
+                            reverse=True)
                 if not ps:
                     continue
                 new = ps[0]

@@ -245,15 +245,17 @@ class TemplateChecks(CheckerBase):
         return names, closed
 
     def _check_refs(self, site: TemplateSite, refs: list[Ref]) -> None:
-        allowed_roots = set(self.all_names) | {"workflow", "context"} | set(site.extra_names)
+        # the roots this site may read beside the step and group names (a set of all of them
+        # per site would make validate quadratic in the number of steps)
+        own_roots = {"workflow", "context", *site.extra_names}
         if site.scope == "route":
-            allowed_roots.add("output")
+            own_roots.add("output")
         owner_step = self.steps.get(site.owner) if site.owner else None
         for ref in refs:
             root = ref.root
             if root in JINJA_GLOBALS:
                 continue
-            if root not in allowed_roots:
+            if root not in self.all_names and root not in own_roots:
                 if ref.guarded or ref.is_guard:
                     # `x is defined` / `x | default(...)` tolerate a missing name on purpose;
                     # flag it only when it looks like a typo of a name that exists
@@ -268,7 +270,7 @@ class TemplateChecks(CheckerBase):
                                      did_you_mean(root, sorted(self.all_names)),
                                      code="unknown-step")
                     continue
-                hint = did_you_mean(root, sorted(allowed_roots))
+                hint = did_you_mean(root, sorted({*self.all_names, *own_roots}))
                 extra = ""
                 if root == "output" and site.scope != "route":
                     extra = " ('output' exists only in route conditions and route outputs)"
