@@ -21,11 +21,13 @@ from jinja2 import nodes
 
 from podium.providers.catalog import (
     PROVIDERS,
+    RUNTIME_CAPABILITIES,
     canonical,
     describe_known,
     effort_problem,
     info,
     known_names,
+    tool_problem,
 )
 from podium.spec.diagnostics import KeyPath, closest, did_you_mean
 from podium.spec.model import AgentStep, ProviderConfig
@@ -244,13 +246,11 @@ def _check_prices(checker: Checker) -> None:
 
 # --------------------------------------------------------------------------- agent runtimes
 # What the runtimes (copilot, claude-agent-sdk) cannot do, from their declared Capabilities
-# (providers/runtime_common.py, no SDK imported), reported before anything runs.
+# (providers/catalog.py, no SDK imported), reported before anything runs.
 
 
 def _check_runtime_capabilities(checker: Checker, path: KeyPath, step: AgentStep,
                                 pname: str) -> None:
-    from podium.providers.runtime_common import RUNTIME_CAPABILITIES, tool_problem
-
     name = canonical(pname)
     caps = RUNTIME_CAPABILITIES.get(name)
     if step.session_key and not (caps is not None and caps.session_continuity):

@@ -16,11 +16,12 @@ from typing import Any
 
 import anthropic
 
-from podium.providers.base import AgentRequest, Capabilities, ProviderError, Reply
+from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.catalog import (
     ALL_EFFORTS,
     THINKING_BUDGETS,
     THINKING_MAX_TOKENS_CAP,
+    Capabilities,
     claude_native_schema,
     claude_thinking,
 )

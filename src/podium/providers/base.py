@@ -16,26 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from podium.errors import RunError
+from podium.providers.catalog import Capabilities
 
 if TYPE_CHECKING:
     from podium.providers.settings import ProviderSettings
     from podium.tools.base import Toolbox
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a provider can do; `validate` compares workflows against it."""
-
-    tools_filter: bool = True
-    session_continuity: bool = False
-    reasoning_efforts: tuple[str, ...] = ("low", "medium", "high")
-    structured_output: str = "native"  # native | prompt
-    mcp: bool = False
-    working_dir: bool = True
-    max_temperature: float = 2.0
-    runs_tools: bool = False  # the provider offers the request's toolbox to the model
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,79 @@ def effort_problem(provider: str, model: str | None, effort: str) -> str | None:
     if model and p.name == "claude" and claude_thinking(model) is None:
         return f"model '{model}' has no extended thinking, so it takes no reasoning.effort"
     return None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider can do; `validate` compares workflows against it."""
+
+    tools_filter: bool = True
+    session_continuity: bool = False
+    reasoning_efforts: tuple[str, ...] = ("low", "medium", "high")
+    structured_output: str = "native"  # native | prompt
+    mcp: bool = False
+    working_dir: bool = True
+    max_temperature: float = 2.0
+    runs_tools: bool = False  # the provider offers the request's toolbox to the model
+
+
+# --------------------------------------------------------------------------- agent runtimes
+# What the runtimes (copilot, claude-agent-sdk; providers/runtime_common.py) can do and which
+# of their own tools stand for podium's workspace tools: `validate` reads these tables.
+
+COPILOT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh")
+CLAUDE_AGENT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
+
+COPILOT_CAPABILITIES = Capabilities(
+    tools_filter=True, session_continuity=True, reasoning_efforts=COPILOT_EFFORTS,
+    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
+    runs_tools=False)
+CLAUDE_AGENT_CAPABILITIES = Capabilities(
+    tools_filter=True, session_continuity=True, reasoning_efforts=CLAUDE_AGENT_EFFORTS,
+    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
+    runs_tools=False)
+
+RUNTIME_CAPABILITIES: dict[str, Capabilities] = {
+    "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES}
+
+# podium's workspace tool names -> the runtime's own built-in tools that do the same work (a
+# runtime tool may do a little more: Copilot's `view` lists directories and reads files).
+COPILOT_TOOLS: dict[str, tuple[str, ...]] = {
+    "read_file": ("view",),
+    "list_dir": ("view", "glob"),
+    "search": ("grep", "glob"),
+    "write_file": ("create", "edit"),
+    "edit_file": ("edit",),
+    "run_command": ("bash", "read_bash", "write_bash", "stop_bash", "list_bash"),
+}
+CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
+    "read_file": ("Read",),
+    "list_dir": ("Glob",),
+    "search": ("Grep", "Glob"),
+    "write_file": ("Write", "Edit"),
+    "edit_file": ("Edit",),
+    "run_command": ("Bash",),
+}
+RUNTIME_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
+    "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS}
+# the runtime's tool name -> podium's name, for the `tool_called` events
+_BACK: dict[str, dict[str, str]] = {
+    p: {rt: name for name, rts in reversed(m.items()) for rt in rts}
+    for p, m in RUNTIME_TOOLS.items()}
+
+
+def podium_tool_name(provider: str, runtime_tool: str) -> str:
+    """The workspace tool name a runtime tool corresponds to, or the runtime's own name."""
+    return _BACK.get(provider, {}).get(runtime_tool, runtime_tool)
+
+
+def tool_problem(provider: str, name: str, servers: list[str]) -> str | None:
+    """Why `tools:` entry `name` cannot be honoured by runtime `provider` (None when it can).
+    Unknown names are reported by the generic tool check; this is what a runtime adds."""
+    if name in RUNTIME_TOOLS.get(provider, {}):
+        return None
+    server, sep, tool = name.partition("__")
+    if sep and server in servers and provider == "claude-agent-sdk" and tool != "*":
+        return (f"provider 'claude-agent-sdk' offers an MCP server's tools all together: use "
+                f"'{server}__*', not '{name}'")
+    return None

@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
+from podium.providers.catalog import CLAUDE_AGENT_CAPABILITIES, CLAUDE_TOOLS
 from podium.providers.retry import status_is_retryable
 from podium.providers.runtime_common import (
-    CLAUDE_AGENT_CAPABILITIES,
     CLAUDE_CLI,
     CLAUDE_QUIET_ENV,
-    CLAUDE_TOOLS,
     LoopThread,
     RuntimeMissing,
     clip,

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
+from podium.providers.catalog import COPILOT_CAPABILITIES, COPILOT_TOOLS
 from podium.providers.retry import status_is_retryable
 from podium.providers.runtime_common import (
-    COPILOT_CAPABILITIES,
     COPILOT_CLI,
     COPILOT_OFFLINE_ENV,
     COPILOT_QUIET_ENV,
-    COPILOT_TOOLS,
     LoopThread,
     RuntimeMissing,
     clip,

@@ -14,8 +14,8 @@ from typing import Any
 
 import openai
 
-from podium.providers.base import AgentRequest, Capabilities, ProviderError
-from podium.providers.catalog import openai_rejects_effort
+from podium.providers.base import AgentRequest, ProviderError
+from podium.providers.catalog import Capabilities, openai_rejects_effort
 from podium.providers.loop import LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings

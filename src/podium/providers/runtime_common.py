@@ -22,72 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from podium.providers.base import Capabilities
-
 if TYPE_CHECKING:
     import asyncio
 
 T = TypeVar("T")
-
-# --------------------------------------------------------------------------- capabilities
-
-COPILOT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh")
-CLAUDE_AGENT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
-
-COPILOT_CAPABILITIES = Capabilities(
-    tools_filter=True, session_continuity=True, reasoning_efforts=COPILOT_EFFORTS,
-    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
-    runs_tools=False)
-CLAUDE_AGENT_CAPABILITIES = Capabilities(
-    tools_filter=True, session_continuity=True, reasoning_efforts=CLAUDE_AGENT_EFFORTS,
-    structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
-    runs_tools=False)
-
-RUNTIME_CAPABILITIES: dict[str, Capabilities] = {
-    "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES}
-
-# podium's workspace tool names -> the runtime's own built-in tools that do the same work (a
-# runtime tool may do a little more: Copilot's `view` lists directories and reads files).
-COPILOT_TOOLS: dict[str, tuple[str, ...]] = {
-    "read_file": ("view",),
-    "list_dir": ("view", "glob"),
-    "search": ("grep", "glob"),
-    "write_file": ("create", "edit"),
-    "edit_file": ("edit",),
-    "run_command": ("bash", "read_bash", "write_bash", "stop_bash", "list_bash"),
-}
-CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
-    "read_file": ("Read",),
-    "list_dir": ("Glob",),
-    "search": ("Grep", "Glob"),
-    "write_file": ("Write", "Edit"),
-    "edit_file": ("Edit",),
-    "run_command": ("Bash",),
-}
-RUNTIME_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
-    "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS}
-# the runtime's tool name -> podium's name, for the `tool_called` events
-_BACK: dict[str, dict[str, str]] = {
-    p: {rt: name for name, rts in reversed(m.items()) for rt in rts}
-    for p, m in RUNTIME_TOOLS.items()}
-
-
-def podium_tool_name(provider: str, runtime_tool: str) -> str:
-    """The workspace tool name a runtime tool corresponds to, or the runtime's own name."""
-    return _BACK.get(provider, {}).get(runtime_tool, runtime_tool)
-
-
-def tool_problem(provider: str, name: str, servers: list[str]) -> str | None:
-    """Why `tools:` entry `name` cannot be honoured by runtime `provider` (None when it can).
-    Unknown names are reported by the generic tool check; this is what a runtime adds."""
-    if name in RUNTIME_TOOLS.get(provider, {}):
-        return None
-    server, sep, tool = name.partition("__")
-    if sep and server in servers and provider == "claude-agent-sdk" and tool != "*":
-        return (f"provider 'claude-agent-sdk' offers an MCP server's tools all together: use "
-                f"'{server}__*', not '{name}'")
-    return None
-
 
 # --------------------------------------------------------------------------- finding the CLIs
 

@@ -44,7 +44,8 @@ from pydantic import (
 
 from podium.errors import UsageError, WorkflowFileError
 from podium.gates.base import GateAnswer
-from podium.providers.base import AgentRequest, Capabilities, ProviderError, Reply
+from podium.providers.base import AgentRequest, ProviderError, Reply
+from podium.providers.catalog import Capabilities
 
 
 class _Usage(BaseModel):
