@@ -15,8 +15,9 @@ Sections (each measured, none estimated):
   4. cProfile of validate (800 steps): self time by package and top functions.
   5. cProfile of `podium run -q` in-process on a 490-iteration set loop: self time by package,
      and per-step cumulative time of podium's functions.
-  6. Experiment: whole-process `podium validate` with PYDANTIC_DISABLE_PLUGINS=__all__
-     (interleaved A/B runs).
+  6-8. pydantic model construction, interpreter teardown, compiling podium's own modules.
+  9. Experiment: the console script's start-up settings (podium.cli.entry), each taken away
+     in turn, and podium's bytecode missing (interleaved whole-process runs).
 
 Usage:
     .venv/bin/python bench/profile_breakdown.py [--runs 11]
@@ -120,11 +121,16 @@ def _install_timers(acc: dict[str, float]) -> list[tuple[Any, str, Any]]:
 
 def _child(modules_file: str, args: list[str]) -> None:
     import contextlib
+    import gc
     import importlib
     import io
     import json
 
+    from podium.cli.entry import skip_pydantic_plugins
+
     t_start = time.perf_counter()
+    gc.disable()  # as the console script does until the command's code is imported
+    skip_pydantic_plugins()
     with open(modules_file, encoding="utf-8") as fh:
         names = fh.read().split()
     for name in names:
@@ -132,8 +138,10 @@ def _child(modules_file: str, args: list[str]) -> None:
             continue
         with contextlib.suppress(Exception):  # a module that cannot load alone is skipped
             importlib.import_module(name)
+    from podium.cli.main import command_app, ready
+
+    ready()
     t_imported = time.perf_counter()
-    from podium.cli.main import app
 
     out: dict[str, Any] = {"preimport_ms": (t_imported - t_start) * 1000, "calls": []}
     timers: dict[str, float] = {}
@@ -144,7 +152,7 @@ def _child(modules_file: str, args: list[str]) -> None:
         t = time.perf_counter()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
-                code = app(args, standalone_mode=False)
+                code = command_app(args)(args, standalone_mode=False)
             except SystemExit as exc:
                 code = exc.code
         total = time.perf_counter() - t
@@ -219,11 +227,14 @@ if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "--list-modul
     import contextlib
     import io
 
-    from podium.cli.main import app
+    from podium.cli.entry import skip_pydantic_plugins
+
+    skip_pydantic_plugins()  # as the console script does
+    from podium.cli.main import command_app
 
     with (contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()),
           contextlib.suppress(SystemExit)):
-        app(sys.argv[3:], standalone_mode=False)
+        command_app(sys.argv[3:])(sys.argv[3:], standalone_mode=False)
     print("\n".join(n for n in sys.modules if not n.startswith("__")))
     raise SystemExit(0)
 
@@ -644,51 +655,57 @@ def run_step_timers(path: Path, iterations: int) -> dict[str, Any]:
             sorted(best.items(), key=lambda kv: -kv[1])}
 
 
-_ENTRY = ("import sys, gc\nfrom podium.cli.main import main\nsys.argv[0] = 'podium'\n"
-          "try:\n    main()\nexcept SystemExit:\n    {exit}\n    raise\n")
+# What the console script (podium.cli.entry) does for start-up, one setting taken away at a
+# time; every variant runs `podium validate <article>` in a fresh process.
+_STARTUP = (
+    "import gc, sys\n"
+    "sys.argv[0] = 'podium'\n"
+    "{gc}"
+    "{plugins}"
+    "from podium.cli import main as m\n"
+    "app = m.command_app(sys.argv[1:]) if {single} else m.app\n"
+    "try:\n"
+    "    app()\n"
+    "finally:\n"
+    "    gc.freeze()\n")
+_SETTINGS = {  # variant -> (collector off during start-up, no plugin lookup, one command's tree)
+    "as shipped (podium.cli.entry)": (True, True, True),
+    "collector on during start-up": (False, True, True),
+    "pydantic looks up its plugins": (True, False, True),
+    "typer builds every command's parser": (True, True, False),
+    "none of the three": (False, False, False),
+}
 
 
-def exit_and_bytecode_experiment(runs: int, env: dict[str, str], cache: Path) -> dict[str, Any]:
-    """`podium validate <article>` through the same entry code, interleaved: as is, with
-    podium's bytecode cached, with gc.freeze() before the interpreter exits, and both."""
-    cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cached["PYTHONPYCACHEPREFIX"] = str(cache)
-    plain = _ENTRY.format(exit="pass")
-    frozen = _ENTRY.format(exit="gc.freeze()")
-    variants = {
-        "as is": ([PYTHON, "-c", plain, "validate", ARTICLE], env),
-        "bytecode cached": ([PYTHON, "-c", plain, "validate", ARTICLE], cached),
-        "gc.freeze() at exit": ([PYTHON, "-c", frozen, "validate", ARTICLE], env),
-        "both": ([PYTHON, "-c", frozen, "validate", ARTICLE], cached),
-    }
+def startup_experiment(runs: int, env: dict[str, str], empty_cache: Path) -> dict[str, Any]:
+    """Each start-up setting's share, interleaved: the shipped entry code, then the same with
+    one setting taken away, then with none; plus the shipped code with no bytecode for
+    podium's own modules (a private, empty PYTHONPYCACHEPREFIX), which is what
+    scripts/bootstrap.sh's compileall spares."""
+    variants: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for name, (gc_off, no_plugins, single) in _SETTINGS.items():
+        code = _STARTUP.format(
+            gc="gc.disable()\n" if gc_off else "",
+            plugins=("from podium.cli.entry import skip_pydantic_plugins\n"
+                     "skip_pydantic_plugins()\n") if no_plugins else "",
+            single=single)
+        variants[name] = ([PYTHON, "-c", code, "validate", ARTICLE], env)
+    shipped = variants["as shipped (podium.cli.entry)"][0]
+    variants["as shipped, podium's bytecode missing"] = (
+        shipped, {**env, "PYTHONDONTWRITEBYTECODE": "1",
+                  "PYTHONPYCACHEPREFIX": str(empty_cache)})
     samples: dict[str, list[float]] = {k: [] for k in variants}
-    for i in range(runs + 2):  # two warmup rounds (the first fills the bytecode cache)
+    for i in range(runs + 2):  # two warmup rounds
         for name, (argv, e) in variants.items():
             r = run_child(argv, env=e)
             if r.returncode != 0:
-                raise SystemExit(f"exit/bytecode experiment, {name}: exit {r.returncode}")
+                raise SystemExit(f"start-up experiment, {name}: exit {r.returncode}")
             if i >= 2:
                 samples[name].append(r.wall_s * 1000)
-    base = statistics.median(samples["as is"])
+    base = statistics.median(samples["as shipped (podium.cli.entry)"])
     return {name: {"median_ms": round(statistics.median(v), 1), "min_ms": round(min(v), 1),
-                   "saving_ms": round(base - statistics.median(v), 1)}
+                   "cost_vs_shipped_ms": round(statistics.median(v) - base, 1)}
             for name, v in samples.items()}
-
-
-def plugin_experiment(runs: int, env: dict[str, str]) -> dict[str, Any]:
-    off = {**env, "PYDANTIC_DISABLE_PLUGINS": "__all__"}
-    a, b = [], []
-    argv = [PODIUM, "validate", ARTICLE]
-    for i in range(runs + 1):
-        ra = run_child(argv, env=env)
-        rb = run_child(argv, env=off)
-        if i:
-            a.append(ra.wall_s * 1000)
-            b.append(rb.wall_s * 1000)
-    return {"as_is_median_ms": round(statistics.median(a), 1),
-            "plugins_disabled_median_ms": round(statistics.median(b), 1),
-            "saving_ms": round(statistics.median(a) - statistics.median(b), 1),
-            "as_is_min_ms": round(min(a), 1), "plugins_disabled_min_ms": round(min(b), 1)}
 
 
 def main() -> None:
@@ -741,13 +758,9 @@ def main() -> None:
     wait_for_quiet()
     res["compile_podium_modules"] = {
         key: compile_cost(tmp / f"modules-{key}.txt") for key in ("validate", "run")}
-    eprint("9. exit / bytecode experiment")
+    eprint("9. start-up settings")
     wait_for_quiet()
-    res["exit_bytecode_experiment"] = exit_and_bytecode_experiment(args.runs, env,
-                                                                   tmp / "pycache")
-    eprint("10. pydantic plugin experiment")
-    wait_for_quiet()
-    res["pydantic_plugins_experiment"] = plugin_experiment(args.runs, env)
+    res["startup_experiment"] = startup_experiment(args.runs, env, tmp / "empty-pycache")
     res["elapsed_s"] = round(time.perf_counter() - started, 1)
     out = write_json("breakdown.json", res)
 
@@ -838,17 +851,11 @@ def main() -> None:
     for key, cc in res["compile_podium_modules"].items():
         print(f"- {key}: {cc['modules']} podium modules, compile() total {cc['total_ms']} ms "
               "(largest: " + ", ".join(f"{n} {v}" for n, v in cc["top_ms"][:4]) + ")")
-    print(f"\n### Experiment: bytecode and exit (podium validate article, {args.runs} "
-          "interleaved runs of each)\n")
-    print(md_table(["variant", "median ms", "min ms", "saving vs as is (median) ms"],
-                   [[k, v["median_ms"], v["min_ms"], v["saving_ms"]]
-                    for k, v in res["exit_bytecode_experiment"].items()]))
-    e = res["pydantic_plugins_experiment"]
-    print(f"\n### Experiment: PYDANTIC_DISABLE_PLUGINS=__all__ (podium validate article, "
-          f"{args.runs} interleaved runs)\n")
-    print(f"as is {e['as_is_median_ms']} ms median (min {e['as_is_min_ms']}), plugins disabled "
-          f"{e['plugins_disabled_median_ms']} ms (min {e['plugins_disabled_min_ms']}): "
-          f"saving {e['saving_ms']} ms")
+    print(f"\n### Experiment: the console script's start-up settings (podium validate "
+          f"article, {args.runs} interleaved runs of each)\n")
+    print(md_table(["variant", "median ms", "min ms", "cost vs as shipped (median) ms"],
+                   [[k, v["median_ms"], v["min_ms"], v["cost_vs_shipped_ms"]]
+                    for k, v in res["startup_experiment"].items()]))
     print(f"\nJSON: {out.relative_to(REPO)} · elapsed {res['elapsed_s']} s")
 
 

@@ -8,6 +8,10 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 UV="$(command -v uv || echo "python3 -m uv")"
 $UV sync --frozen --compile-bytecode --quiet --extra runtimes
+# podium itself is installed editable (src/): compile its bytecode as an install would. A process
+# that finds none compiles every module it imports (~25 ms of each cold command), and this
+# machine may set PYTHONDONTWRITEBYTECODE, so nothing would ever write it.
+"${UV_PROJECT_ENVIRONMENT:-.venv}/bin/python" -m compileall -q src
 
 # The agent runtimes (provider: copilot, provider: claude-agent-sdk): the CLIs pinned in
 # runtimes/package-lock.json, from the npm registry (each ships its native binary in a

@@ -1,5 +1,5 @@
 """`python -m podium` runs the CLI."""
 
-from podium.cli.main import main
+from podium.cli.entry import main
 
 main()

@@ -1,12 +1,16 @@
-"""The `podium` command: a thin typer app; each command imports its machinery lazily."""
+"""The `podium` command: a thin typer app. Each command imports its machinery lazily, then
+calls ready() (the console script keeps the collector off until then: podium.cli.entry)."""
 
 from __future__ import annotations
 
+import copy
+import gc
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.models import CommandInfo
 
 from podium.cli.exitcodes import EXIT_CODES_HELP
 
@@ -53,6 +57,7 @@ def validate(
     Exit codes: 0 valid (warnings allowed), 2 invalid, 3 file missing or unreadable.
     """
     from podium.cli.validate_cmd import run_validate
+    ready()
 
     raise typer.Exit(run_validate(files, output_format, strict, budget))
 
@@ -91,6 +96,7 @@ def run(
     interrupted.
     """
     from podium.cli.run_cmd import RunRequest, run_command
+    ready()
 
     verbosity = 0 if quiet else (2 if verbose else 1)
     req = RunRequest(file, inputs or [], input_file, skip_gates, responses, json_out, verbosity,
@@ -116,6 +122,7 @@ def serve(
     """Serve the web console over the run store: every run, live, with its graph, steps and
     gates. Prints the URL (with the access token) and runs until Ctrl+C."""
     from podium.web.server import serve_command
+    ready()
 
     raise typer.Exit(serve_command(host, port, allow_remote, open_browser))
 
@@ -142,6 +149,7 @@ def resume(
 ) -> None:
     """Continue a stored run from its last committed step (same run id, one history)."""
     from podium.cli.resume_cmd import ResumeRequest, resume_command
+    ready()
 
     raise typer.Exit(resume_command(ResumeRequest(
         run_id, from_step, allow_changed, skip_gates, responses,
@@ -159,6 +167,7 @@ def runs(
 ) -> None:
     """List recent runs, newest first (id, workflow, status, step, age, tokens, cost)."""
     from podium.cli.runs_cmd import runs_command
+    ready()
 
     raise typer.Exit(runs_command(status, workflow, limit, output_format))
 
@@ -171,6 +180,7 @@ def show(
 ) -> None:
     """Show a run: the path taken, each step's output, cost per agent, the output or error."""
     from podium.cli.runs_cmd import show_command
+    ready()
 
     raise typer.Exit(show_command(run_id, output_format))
 
@@ -183,6 +193,7 @@ def events(
 ) -> None:
     """Print a run's events as JSONL (one JSON object per line)."""
     from podium.cli.runs_cmd import events_command
+    ready()
 
     raise typer.Exit(events_command(run_id, after))
 
@@ -195,6 +206,7 @@ def stop(
 ) -> None:
     """Stop a running run gracefully (it keeps its checkpoint and stays resumable)."""
     from podium.cli.runs_cmd import stop_command
+    ready()
 
     raise typer.Exit(stop_command(run_id, wait))
 
@@ -216,6 +228,7 @@ def replay(
     differing step and why), 2 not recorded, 3 workflow file missing.
     """
     from podium.cli.replay_cmd import replay_command
+    ready()
 
     raise typer.Exit(replay_command(run, 2 if verbose else 0, json_out))
 
@@ -238,6 +251,7 @@ def fork(
 ) -> None:
     """Start a new run that reuses a recorded run up to a step and runs live from there."""
     from podium.cli.replay_cmd import fork_command
+    ready()
 
     raise typer.Exit(fork_command(run, from_step, inputs or [], responses=responses,
                                   skip_gates=skip_gates,
@@ -254,6 +268,7 @@ def diff(
     """Show side by side where two runs took different routes, which outputs differed, and
     the cost and token difference per agent. Exit 0 when they match, 1 when they differ."""
     from podium.cli.replay_cmd import diff_command
+    ready()
 
     raise typer.Exit(diff_command(run_a, run_b, output_format))
 
@@ -266,6 +281,7 @@ def graph(
 ) -> None:
     """Draw the route graph: steps, routes with conditions, gate options, terminals."""
     from podium.cli.graph_cmd import graph_command
+    ready()
 
     raise typer.Exit(graph_command(file, output_format))
 
@@ -285,6 +301,7 @@ def workflow_tests(
     file or workflow is invalid.
     """
     from podium.testing.runner import test_command
+    ready()
 
     raise typer.Exit(test_command(paths or [Path(".")], output_format, select))
 
@@ -300,6 +317,7 @@ def gate_list(
 ) -> None:
     """List the gates (and iteration-limit decisions) that wait for a person."""
     from podium.cli.runs_cmd import gate_list_command
+    ready()
 
     raise typer.Exit(gate_list_command(output_format))
 
@@ -321,22 +339,59 @@ def gate_answer(
 ) -> None:
     """Answer a parked gate and resume its run."""
     from podium.cli.resume_cmd import ResumeRequest, gate_answer_command
+    ready()
 
     req = ResumeRequest(run_id, verbosity=0 if quiet else (2 if verbose else 1),
                         json_out=json_out)
     raise typer.Exit(gate_answer_command(run_id, value, text, not no_resume, req))
 
 
+def ready() -> None:
+    """The invoked command's code is imported: turn the garbage collector back on.
+
+    The console script (podium.cli.entry) starts with the collector off; everything imported
+    until now lives until exit, so it is frozen first and later collections never walk it.
+    Does nothing when the collector is on (tests, podium used as a library).
+    """
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def command_app(args: list[str]) -> typer.Typer:
+    """The app that runs `podium ARGS`: for a known command, a copy of the app that holds
+    only that command, since typer builds the parser of every registered command (~9 ms of
+    each start) before it looks at the arguments. Anything else (no arguments, an option
+    first, a name that is no command) gets the whole app, so that help and "no such command"
+    list every command."""
+    name = args[0] if args else ""
+    if not name or name.startswith("-"):
+        return app
+    commands = [c for c in app.registered_commands if _command_name(c) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands = commands
+    only.registered_groups = groups
+    return only
+
+
+def _command_name(info: CommandInfo) -> str:
+    if info.name:
+        return info.name
+    callback = info.callback
+    return callback.__name__.lower().replace("_", "-") if callback else ""
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
     try:
-        app()
+        command_app(sys.argv[1:])()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
     finally:
         # Everything allocated so far lives until exit: moving it out of the collector's
         # reach spares the interpreter's final collections (~20 ms of every command).
-        import gc
-
         gc.freeze()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from podium.check.validate import validate_file
 from podium.cli import exitcodes
 from podium.spec.diagnostics import Diagnostic
 from podium.spec.source import FileUnreadable
@@ -17,8 +18,6 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
         sys.stderr.write(f"podium validate: --format must be 'text' or 'json' "
                          f"(got '{output_format}')\n")
         return exitcodes.INVALID
-    from podium.check.validate import validate_file
-
     reports: list[dict[str, Any]] = []
     code = exitcodes.OK
     total_errors = total_warnings = 0

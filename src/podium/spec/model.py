@@ -6,11 +6,12 @@ into warnings. Steps are a discriminated union on `type`; which keys each step t
 ignores or rejects is the table STEP_KEYS below, applied by the loader before validation.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would have to compile and evaluate
+# every annotation string when the classes are built (~4 ms of each cold command).
 
 import re
 import warnings
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -20,6 +21,11 @@ EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
 FieldType = Literal["string", "number", "boolean", "array", "object"]
 FailureMode = Literal["fail_fast", "continue_on_error", "all_or_nothing"]
 END = "$end"
+
+
+# Defaults: a list or dict default is written as `[]` / `{}` (pydantic copies it for each
+# instance), not `Field(default_factory=list)`: pydantic parses the signature of every
+# default factory, and a builtin's costs a tokenizer pass (~4 ms of each cold command here).
 
 
 class Strict(BaseModel):
@@ -56,8 +62,8 @@ class OutputField(Strict):
 
     type: FieldType
     description: str | None = None
-    items: OutputField | None = None
-    properties: dict[str, OutputField] | None = None
+    items: "OutputField | None" = None
+    properties: "dict[str, OutputField] | None" = None
     enum: list[Any] | None = None
     pattern: str | None = None
     min_length: int | None = Field(default=None, alias="minLength", ge=0)
@@ -68,7 +74,7 @@ class OutputField(Strict):
     nullable: bool = False
 
     @model_validator(mode="after")
-    def _rules(self) -> OutputField:
+    def _rules(self) -> Self:
         t = self.type
         if self.items is not None and t != "array":
             raise located(("items",), "'items' can only be set when type is 'array'")
@@ -253,8 +259,8 @@ class StepBase(Strict):
     type: str
     name: str = Field(min_length=1)
     description: str | None = None
-    input: list[str] = Field(default_factory=list)
-    routes: list[Route] = Field(default_factory=list)
+    input: list[str] = []
+    routes: list[Route] = []
 
     @field_validator("input", mode="before")
     @classmethod
@@ -306,7 +312,7 @@ class AgentStep(StepBase):
         return v
 
     @model_validator(mode="after")
-    def _raw_mode(self) -> AgentStep:
+    def _raw_mode(self) -> Self:
         if self.output_mode == "raw" and self.output:
             raise located(("output_mode",), "'raw' cannot be combined with an 'output' schema "
                                             "(raw output is always {result: text})")
@@ -335,7 +341,7 @@ class QuestionsStep(StepBase):
     abort_route: str = END
 
     @model_validator(mode="after")
-    def _one_source(self) -> QuestionsStep:
+    def _one_source(self) -> Self:
         if (self.questions is None) == (self.source is None):
             raise ValueError("needs exactly one of 'questions' or 'source'")
         if self.source is not None and len(self.source.split(".")) < 3:
@@ -352,8 +358,8 @@ class QuestionsStep(StepBase):
 class ScriptStep(StepBase):
     type: Literal["script"]
     command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = []
+    env: dict[str, str] = {}
     stdin: str | None = None
     timeout: int | None = Field(default=None, gt=0)
     working_dir: str | None = None
@@ -478,7 +484,7 @@ class McpStep(StepBase):
     type: Literal["mcp"]
     server: str = Field(min_length=1)
     tool: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = {}
     output: OutputSchema | None = None
     timeout: float | None = Field(default=None, gt=0)
 
@@ -532,7 +538,7 @@ class ParallelGroup(Strict):
     description: str | None = None
     agents: list[str]
     failure_mode: FailureMode = "fail_fast"
-    routes: list[Route] = Field(default_factory=list)
+    routes: list[Route] = []
 
     @field_validator("agents")
     @classmethod
@@ -555,7 +561,7 @@ class ForEachGroup(Strict):
     max_concurrent: int = Field(default=10, ge=1, le=100)
     failure_mode: FailureMode = "fail_fast"
     key_by: str | None = None
-    routes: list[Route] = Field(default_factory=list)
+    routes: list[Route] = []
 
     @field_validator("as_")
     @classmethod
@@ -585,7 +591,7 @@ class InputDef(Lenient):
     description: str | None = None
 
     @model_validator(mode="after")
-    def _default_type(self) -> InputDef:
+    def _default_type(self) -> Self:
         if self.default is not None and not value_has_type(self.default, self.type):
             raise located(("default",), f"default value must be of type '{self.type}', got "
                                         f"{json_kind(self.default)}")
@@ -627,15 +633,15 @@ class ProviderConfig(Strict):
 class McpServerConfig(Lenient):
     type: Literal["stdio", "http", "sse"] = "stdio"
     command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = []
+    env: dict[str, str] = {}
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = {}
     timeout: float | None = None
     tools: list[str] = Field(default_factory=lambda: ["*"])
 
     @model_validator(mode="after")
-    def _needs(self) -> McpServerConfig:
+    def _needs(self) -> Self:
         if self.type == "stdio" and not self.command:
             raise ValueError("a stdio MCP server needs 'command'")
         if self.type in ("http", "sse") and not self.url:
@@ -663,13 +669,13 @@ class SkillInjectionConfig(Strict):
 
 class SkillDiscoveryConfig(Strict):
     sources: list[str] = Field(default_factory=lambda: ["personal", "project"])
-    exclude: list[str] = Field(default_factory=list)
+    exclude: list[str] = []
 
 
 class RuntimeConfig(Lenient):
     provider: str | ProviderConfig = "copilot"
     default_model: str | None = None
-    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerConfig] = {}
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=1, le=200000)
     timeout: float | None = Field(default=None, ge=1)
@@ -714,7 +720,7 @@ class ModelPricing(Lenient):
 class CostConfig(Lenient):
     show_per_agent: bool = True
     show_summary: bool = True
-    pricing: dict[str, ModelPricing] = Field(default_factory=dict)
+    pricing: dict[str, ModelPricing] = {}
     tokens_per_call: int | None = Field(default=None, ge=1)
 
 
@@ -729,15 +735,15 @@ class WorkflowConfig(Strict):
     description: str | None = None
     version: str | None = None
     entry_point: str = Field(min_length=1)
-    input: dict[str, InputDef] = Field(default_factory=dict)
+    input: dict[str, InputDef] = {}
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     hooks: HooksConfig | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    instructions: list[str] = Field(default_factory=list)
-    secrets: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = {}
+    instructions: list[str] = []
+    secrets: list[str] = []
 
     @field_validator("version", mode="before")
     @classmethod
@@ -750,7 +756,7 @@ class WorkflowFile(Strict):
 
     workflow: WorkflowConfig
     agents: list[Step]
-    parallel: list[ParallelGroup] = Field(default_factory=list)
-    for_each: list[ForEachGroup] = Field(default_factory=list)
-    output: dict[str, Any] = Field(default_factory=dict)
-    tools: list[str] = Field(default_factory=list)
+    parallel: list[ParallelGroup] = []
+    for_each: list[ForEachGroup] = []
+    output: dict[str, Any] = {}
+    tools: list[str] = []

@@ -1,0 +1,48 @@
+"""The `podium` console script: process-wide start-up settings, then the typer app.
+
+Kept apart from podium.cli.main so that importing the app (tests, embedding podium) changes
+no process-wide setting. Both settings below are about start-up time; docs/performance.md
+gives their measured share and docs/decisions/0010-cold-start.md the reasons.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+
+def main() -> None:
+    """Console-script entry point."""
+    import gc
+
+    # Start-up allocates a few hundred thousand objects that all live until exit (modules,
+    # classes, pydantic schemas); collecting while they pile up only walks them again and
+    # again. podium.cli.main.ready() freezes them and turns the collector back on as soon as
+    # the invoked command's code is imported, before it does any work.
+    gc.disable()
+    skip_pydantic_plugins()
+    from podium.cli.main import main as run
+
+    run()
+
+
+PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+def skip_pydantic_plugins() -> None:
+    """Load no third-party pydantic plugin in this process (like PYDANTIC_DISABLE_PLUGINS=__all__).
+
+    pydantic looks its plugins up in every installed package's entry points the first time it
+    builds a validator, and the module that does so imports importlib.metadata: together
+    about a tenth of a cold `podium validate`. podium's models are internal, so a plugin would
+    only observe podium itself; the CLI answers pydantic's question with "no plugins" instead.
+    """
+    if PLUGIN_LOADER in sys.modules:  # pydantic already looked: nothing left to save
+        return
+    loader = types.ModuleType(PLUGIN_LOADER, "podium: no pydantic plugins in the podium CLI")
+    loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+    sys.modules[PLUGIN_LOADER] = loader
+
+
+def _no_plugins() -> tuple[()]:
+    return ()

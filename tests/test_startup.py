@@ -1,0 +1,133 @@
+"""What the console script does for start-up time (podium.cli.entry, docs/decisions/0010):
+the collector is off until the command's code is imported, pydantic looks for no plugins, and
+typer builds the parser of the invoked command only. Each is checked for its effect, never for
+a duration (the figures live in docs/performance.md)."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from helpers_engine import EXAMPLES, cli_env, podium_argv
+from podium.cli.main import app, command_app, ready
+
+ARTICLE = EXAMPLES / "dev-review" / "workflow.yaml"
+
+
+def _probe(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_the_cli_loads_no_pydantic_plugin_and_never_imports_importlib_metadata() -> None:
+    out = _probe(
+        "import sys\n"
+        "from podium.cli.entry import skip_pydantic_plugins\n"
+        "skip_pydantic_plugins()\n"
+        "from pydantic import BaseModel\n"
+        "class M(BaseModel):\n"
+        "    x: int\n"
+        "print(type(M.__pydantic_validator__).__name__, M(x='3').x,\n"
+        "      'importlib.metadata' in sys.modules)\n")
+    assert out.split() == ["SchemaValidator", "3", "False"]
+
+
+def test_pydantic_plugins_are_left_alone_once_pydantic_has_looked() -> None:
+    out = _probe(
+        "import sys\n"
+        "import pydantic.plugin._loader as real\n"
+        "from podium.cli.entry import skip_pydantic_plugins\n"
+        "skip_pydantic_plugins()\n"
+        "print(sys.modules['pydantic.plugin._loader'] is real)\n")
+    assert out.strip() == "True"
+
+
+def test_validate_through_the_console_entry_imports_no_plugin_lookup(tmp_path: Path) -> None:
+    argv = podium_argv("validate", ARTICLE)
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=cli_env(tmp_path),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    assert "podium.spec.model" in names
+    assert "importlib.metadata" not in names
+    assert "typer" in names
+
+
+def test_ready_freezes_start_up_and_turns_the_collector_back_on() -> None:
+    assert gc.isenabled()
+    ready()  # the collector is on (as in tests and libraries): nothing happens
+    assert gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        ready()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
+def test_the_console_entry_collects_garbage_while_a_command_runs(tmp_path: Path) -> None:
+    """A workflow's script step asks its parent podium process nothing; the probe instead
+    wraps run_validate to report the collector's state from inside the running command."""
+    out = _probe(
+        "import gc, sys\n"
+        "import podium.cli.validate_cmd as v\n"
+        "real = v.run_validate\n"
+        "def spy(*a):\n"
+        "    print('enabled', gc.isenabled(), 'frozen', gc.get_freeze_count() > 0)\n"
+        "    return real(*a)\n"
+        "v.run_validate = spy\n"
+        f"sys.argv = ['podium', 'validate', {str(ARTICLE)!r}]\n"
+        "from podium.cli.entry import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    print('exit', exc.code)\n")
+    assert "enabled True frozen True" in out
+    assert "exit 0" in out
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["validate", "x.yaml"], ["validate"]),
+    (["gate", "list"], ["gate"]),
+    (["test"], ["test"]),
+])
+def test_a_known_command_gets_an_app_with_only_that_command(args: list[str],
+                                                            names: list[str]) -> None:
+    only = command_app(args)
+    assert only is not app
+    got = [c.name or c.callback.__name__ for c in only.registered_commands if c.callback]
+    got += [g.name for g in only.registered_groups if g.name]
+    assert got == names
+    assert only.registered_callback is app.registered_callback
+    assert len(app.registered_commands) > 10  # the whole app is untouched
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["-h"], ["--version"], ["nope"],
+                                  ["valdate", "x.yaml"]])
+def test_anything_else_gets_the_whole_app(args: list[str]) -> None:
+    assert command_app(args) is app
+
+
+def test_a_command_run_alone_keeps_its_usage_and_errors() -> None:
+    runner = CliRunner()
+    whole = runner.invoke(app, ["validate", "--help"], prog_name="podium")
+    alone = runner.invoke(command_app(["validate", "--help"]), ["validate", "--help"],
+                          prog_name="podium")
+    assert alone.exit_code == whole.exit_code == 0
+    assert alone.output == whole.output
+    assert alone.output.startswith("Usage: podium validate [OPTIONS]")
+    wrong = runner.invoke(command_app(["validate"]), ["validate", "--nope"],
+                          prog_name="podium")
+    assert wrong.exit_code == 2
+    assert "No such option: --nope" in wrong.output
