@@ -330,6 +330,42 @@ class RunStoreConformance:
         writer.commit()
         assert [g.status for g in reader.gates(run_id="r1")] == ["consumed"]
 
+    def test_runs_in_flight_at_once_commit_only_their_own_steps(
+            self, handles: Callable[[], RunStore]) -> None:
+        """Runs in flight at once on one handle (the sub-workflows of a group, each in its own
+        thread): a run that parks or ends never commits nor drops another run's pending step,
+        nor a gate the other run opened meanwhile."""
+        writer, reader = handles(), handles()
+        for run_id in ("a", "b", "c"):
+            writer.create_run(_record(run_id))
+        a, b, c = _history("a"), _history("b"), _history("c")
+        used = writer.open_gate(self._gate("a"))
+        reader.answer_gate(used, "yes", {}, "cli")
+        for event in a[:3] + b[:3] + c[:3]:  # run_started, step_started, script_output
+            writer.append_event(event)
+        writer.consume_gate(used)  # a's step uses the answer...
+        writer.append_event(a[3])  # ... and finishes: a's step is pending
+        reopened = writer.open_gate(self._gate("b"))  # b parks at its gate meanwhile
+        writer.append_event(_stamp(RunFinished(status="waiting", step="review",
+                                               message="waiting", elapsed=0.1, iterations=0,
+                                               exit_code=5), "b", 4))
+        assert [g.id for g in reader.gates(status="open")] == [reopened]
+        assert [e["seq"] for e in reader.events("b")] == [1, 2, 3, 4]
+        assert reader.get_run("b").status == "waiting"
+        assert [e["seq"] for e in reader.events("a")] == [1, 2, 3]  # a's step: not yet
+        assert [g.status for g in reader.gates(run_id="a")] == ["answered"]
+        assert [g.status for g in writer.gates(run_id="a")] == ["consumed"]  # own view
+        writer.append_event(c[3])  # c's step finishes too, then c is interrupted
+        writer.append_event(_stamp(RunFinished(status="interrupted", elapsed=0.1,
+                                               iterations=0, exit_code=130), "c", 5))
+        assert [e["seq"] for e in reader.events("c")] == [1, 2, 3, 5]  # its step dropped
+        writer.append_event(a[4])
+        writer.save_checkpoint(Checkpoint("a", 6, "a", "b", {}, 1.0))
+        writer.append_event(a[5])  # a's checkpoint commits a's step, with the answer used
+        assert [e["seq"] for e in reader.events("a")] == [1, 2, 3, 4, 5, 6]
+        assert [g.status for g in reader.gates(run_id="a")] == ["consumed"]
+        assert [g.status for g in reader.gates(run_id="b")] == ["open"]
+
     def test_a_gate_is_answered_once(self, store: RunStore) -> None:
         store.create_run(_record("r1"))
         gate = store.open_gate(self._gate("r1"))

@@ -12,6 +12,9 @@ import re
 import signal
 import sqlite3
 import subprocess
+import threading
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +22,10 @@ import pytest
 
 from helpers_engine import Run, cli_env, podium_argv, run_cli, run_workflow, wait_until, write
 from podium.errors import LimitExceeded, StepError
-from podium.events.model import RunFinished, RunStarted, StepFailed, StepFinished
+from podium.events.model import Event, RunFinished, RunStarted, StepFailed, StepFinished
 from podium.steps.base import Usage
+from podium.store.base import GateRecord
+from podium.store.sqlite import SQLiteStore
 
 USAGE = {"input_tokens": 1000, "output_tokens": 200}
 
@@ -744,3 +749,163 @@ def test_gates_parked_inside_for_each_items(tmp_path: Path) -> None:
     assert sorted(results) == ["drop 1", "ship 2"] or sorted(results) == ["drop 2", "ship 1"]
     assert open_gates() == []
     assert len(_runs(home / "podium.db")) == 3
+
+
+APPROVAL = """
+workflow:
+  name: approval
+  entry_point: approve
+  input:
+    n: {type: number}
+agents:
+  - name: approve
+    type: human_gate
+    prompt: "Ship {{ workflow.input.n }}?"
+    options:
+      - {label: Ship, value: ship, route: shipped}
+      - {label: Drop, value: drop, route: shipped}
+  - {name: shipped, type: set, value: "{{ approve.output.selected }} {{ workflow.input.n }}"}
+output:
+  result: "{{ shipped.output }}"
+"""
+
+FAN = """
+workflow:
+  name: fan
+  entry_point: fan
+  input:
+    nums: {type: array, default: [1, 2]}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.nums
+    as: num
+    max_concurrent: 2
+    agent:
+      name: each
+      type: workflow
+      workflow: approval.yaml
+      input_mapping: {n: "{{ num }}"}
+agents: []
+output:
+  results: "{{ fan.outputs | map(attribute='result') | join(',') }}"
+"""
+
+
+class _InProcess:
+    """`podium run` and `podium gate answer` called in this process on a store in tmp, each
+    command on a store `opener` gives (so a test can force an interleaving of its threads)."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 opener: Callable[[Path], SQLiteStore] = SQLiteStore) -> None:
+        from podium.cli import launch, resume_cmd
+
+        write(tmp_path, APPROVAL, "approval.yaml")
+        self.parent = write(tmp_path, FAN, "fan.yaml")
+        self.db = tmp_path / "home" / "podium.db"
+        monkeypatch.setenv("PODIUM_HOME", str(self.db.parent))
+
+        def open_store(*, verify: bool = True) -> SQLiteStore:
+            return opener(self.db)
+
+        monkeypatch.setattr(launch, "open_store", open_store)
+        monkeypatch.setattr(resume_cmd, "open_store", open_store)
+
+    def run(self) -> int:
+        from podium.cli.run_cmd import RunRequest, run_command
+
+        return run_command(RunRequest(self.parent, verbosity=0))
+
+    def answer(self, run_id: str, value: str) -> int:
+        from podium.cli.resume_cmd import ResumeRequest, gate_answer_command
+
+        return gate_answer_command(run_id, value, None, True,
+                                   ResumeRequest(run_id, verbosity=0))
+
+    def root(self) -> str:
+        with closing(SQLiteStore(self.db)) as store:
+            (root,) = [r.id for r in store.list_runs() if r.parent_run_id is None]
+            return root
+
+    def open_gates(self) -> list[str]:
+        with closing(SQLiteStore(self.db)) as store:
+            return sorted(g.prompt for g in store.gates(status="open"))
+
+
+
+def test_an_item_parks_visibly_while_another_item_commits_its_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interleaving behind a once-flaky resume, forced: the answered item's child is
+    between its gate_answered and its checkpoint (its step pending) when the other item's
+    child opens its gate again and parks. Each run commits or drops only its own pending
+    step: the parked item's gate stays open, the answered item's answer is consumed."""
+    forcing = threading.Event()
+    answered, parked = threading.Event(), threading.Event()
+
+    class Held(SQLiteStore):
+        def open_gate(self, gate: GateRecord) -> int:
+            if forcing.is_set():
+                answered.wait(10)  # the other child's step is pending now
+            return super().open_gate(gate)
+
+        def append_event(self, event: Event) -> None:
+            super().append_event(event)
+            if not forcing.is_set():
+                return
+            if isinstance(event, RunFinished) and event.status == "waiting" and \
+                    event.parent_run_id is not None:
+                parked.set()
+            elif event.type == "gate_answered":
+                answered.set()
+                parked.wait(10)  # hold the step open until the other child has parked
+
+    cli = _InProcess(tmp_path, monkeypatch, Held)
+    assert cli.run() == 5
+    root = cli.root()
+    assert cli.open_gates() == ["Ship 1?", "Ship 2?"]
+    forcing.set()
+    assert cli.answer(root, "drop") == 5
+    assert answered.is_set()  # the interleaving did happen
+    assert parked.is_set()
+    forcing.clear()
+    assert len(cli.open_gates()) == 1
+    with closing(SQLiteStore(cli.db)) as store:
+        assert sorted(g.status for g in store.gates()) == ["consumed", "consumed", "open"]
+        children = {r.id: r for r in store.list_runs(parent=root)}
+        assert sorted(r.status for r in children.values()) == ["success", "waiting"]
+        # the answered child's gate step is committed with its answer
+        done = next(r for r in children.values() if r.status == "success")
+        assert [e["selected"] for e in store.events(done.id) if e["type"] == "gate_answered"] \
+            == ["drop"]
+    assert cli.answer(root, "ship") == 0
+    with closing(SQLiteStore(cli.db)) as store:
+        out = store.get_run(root).output
+        assert out is not None
+        assert sorted(out["results"].split(",")) in (["drop 1", "ship 2"], ["drop 2", "ship 1"])
+    assert cli.open_gates() == []
+
+
+def test_every_item_in_flight_parks_at_its_gate_however_threads_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second item's thread starts only once the first item has parked: the second is
+    one of the first max_concurrent items, in flight from the start, so it still runs and
+    opens its gate (both gates are open for the person, not one, then the other)."""
+    from podium.engine import groups
+
+    original = groups._guarded
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def late_second(*args: Any, **kwargs: Any) -> Any:
+        parked: threading.Event = args[4]
+        with lock:
+            calls.append(len(calls))
+            second = len(calls) == 2
+        if second:
+            assert parked.wait(10)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(groups, "_guarded", late_second)
+    cli = _InProcess(tmp_path, monkeypatch)
+    assert cli.run() == 5
+    assert cli.open_gates() == ["Ship 1?", "Ship 2?"]

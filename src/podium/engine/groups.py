@@ -89,17 +89,20 @@ def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
               cancel: threading.Event) -> list[_Done]:
     """Run jobs on at most `workers` threads; with fail_fast, stop starting new jobs after the
     first failure, and whatever the mode after the first job that parks (the run will wait
-    for a person; the jobs in flight finish first). Returns the finished jobs in submission
-    order."""
+    for a person; the jobs in flight finish first). The first `workers` jobs are in flight
+    from the start: whichever of them parks first, the others still run (and park at their
+    own gates), however the threads happen to be scheduled. Returns the finished jobs in
+    submission order."""
     results: list[_Done | None] = [None] * len(jobs)
     failed = threading.Event()
     parked = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))),
-                              thread_name_prefix="podium-group")
+    width = max(1, min(workers, len(jobs)))
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="podium-group")
     futures: dict[Future[_Done | None], int] = {}
     try:
         for i, job in enumerate(jobs):
-            futures[pool.submit(_guarded, job, failed, fail_fast, cancel, parked)] = i
+            futures[pool.submit(_guarded, job, failed, fail_fast, cancel, parked,
+                                in_flight=i < width)] = i
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION, timeout=0.5)
@@ -114,8 +117,10 @@ def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
 
 
 def _guarded(job: Callable[[], _Done], failed: threading.Event, fail_fast: bool,
-             cancel: threading.Event, parked: threading.Event) -> _Done | None:
-    if cancel.is_set() or parked.is_set() or (fail_fast and failed.is_set()):
+             cancel: threading.Event, parked: threading.Event, *,
+             in_flight: bool) -> _Done | None:
+    if cancel.is_set() or (parked.is_set() and not in_flight) or \
+            (fail_fast and failed.is_set()):
         return None
     done = job()
     if done.error is not None:

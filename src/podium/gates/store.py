@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from podium.gates.base import GateAnswer, GateRequest
 from podium.store.base import RunStore
 
@@ -11,11 +13,15 @@ class StoreAnswerer:
 
     def __init__(self, store: RunStore) -> None:
         self.store = store
+        # group members and items ask from several threads: an answer goes to one of them
+        self._lock = threading.Lock()
 
     def answer(self, request: GateRequest) -> GateAnswer | None:
-        for gate in self.store.gates(run_id=request.run_id, status="answered"):
-            if gate.step == request.step and gate.kind == request.kind and gate.answer is not None:
-                self.store.consume_gate(gate.id)
-                return GateAnswer(gate.answer, dict(gate.additional_input),
-                                  gate.answered_by or "store")
+        with self._lock:
+            for gate in self.store.gates(run_id=request.run_id, status="answered"):
+                if gate.step == request.step and gate.kind == request.kind and \
+                        gate.answer is not None:
+                    self.store.consume_gate(gate.id)
+                    return GateAnswer(gate.answer, dict(gate.additional_input),
+                                      gate.answered_by or "store")
         return None

@@ -1,12 +1,14 @@
 """The SQLite run store: one file under PODIUM_HOME, WAL journal, versioned migrations.
 
 Events are written as they happen; the events that complete a step (gate_answered,
-step_finished, route_taken, and the consumption of a parked gate's answer) wait in the open
-transaction for the checkpoint that follows them, so a step is committed together with the
-state after it, or not at all. The last checkpoint of a run (after a terminate step or a route
-to $end) also waits, for run_finished: a run is never committed as complete-but-unfinished. A
-file that is not a valid database (wrong header, truncated, unreadable rows) is reported and
-never overwritten.
+step_finished, route_taken, and the consumption of a parked gate's answer) wait for the
+checkpoint that follows them, so a step is committed together with the state after it, or not
+at all. The last checkpoint of a run (after a terminate step or a route to $end) also waits,
+for run_finished: a run is never committed as complete-but-unfinished. What waits is kept per
+run, in memory, and written in one short transaction when the run reaches its commit point:
+runs in flight at once (the sub-workflows of a group, each in its own thread) commit or drop
+their own pending step, never another's. A file that is not a valid database (wrong header,
+truncated, unreadable rows) is reported and never overwritten.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +111,21 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+_Write = tuple[str, tuple[Any, ...]]
+
+
+@dataclass
+class _Pending:
+    """What one run wrote that waits for its commit point (a checkpoint, or its end)."""
+
+    writes: list[_Write] = field(default_factory=list)
+    consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
+    step: bool = False  # holds a finished step's events
+    checkpoint: bool = False  # ... and the checkpoint that commits them
+
+
 def _defers(event: Event) -> bool:
-    """Does this event wait in the open transaction (for a checkpoint or run_finished)?"""
+    """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
     if event.type in _DEFERRED:
         return True
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
@@ -121,8 +137,7 @@ class SQLiteStore:
     def __init__(self, path: Path, *, verify: bool = False) -> None:
         self.path = path
         self._lock = threading.RLock()
-        self._step_pending = False  # the open transaction holds a finished step's events
-        self._checkpoint_pending = False  # ... and the checkpoint that commits them
+        self._pending: dict[str, _Pending] = {}  # by run id: writes waiting for a commit
         self._closed = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,15 +261,32 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ transactions
 
-    def _begin(self) -> None:
-        if not self.db.in_transaction:
-            self._write("BEGIN", ())
-            self._step_pending = self._checkpoint_pending = False
+    def _pending_of(self, run_id: str) -> _Pending:
+        pending = self._pending.get(run_id)
+        if pending is None:
+            pending = self._pending[run_id] = _Pending()
+        return pending
+
+    def _flush(self, run_ids: list[str]) -> None:
+        """Write these runs' pending writes in one transaction (all of them, or none)."""
+        batches = [p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None]
+        writes = [w for p in batches for w in p.writes]
+        if not writes:
+            return
+        self._write("BEGIN", ())
+        try:
+            for sql, params in writes:
+                self._write(sql, params)
+            self._write("COMMIT", ())
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
 
     def commit(self) -> None:
+        """Write whatever any run left pending."""
         with self._lock:
-            if self.db.in_transaction:
-                self._write("COMMIT", ())
+            self._flush(list(self._pending))
 
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
         try:
@@ -354,51 +386,56 @@ class SQLiteStore:
 
     def append_event(self, event: Event) -> None:
         with self._lock:
-            if event.type == "run_finished" and self.db.in_transaction and \
-                    self._step_pending and not self._checkpoint_pending:
+            pending = self._pending.get(event.run_id)
+            if event.type == "run_finished" and pending is not None and pending.step and \
+                    not pending.checkpoint:
                 # a step finished but the run ended before its checkpoint (an interrupt, a
                 # routing error): the step was not committed, so its events are not either
-                self._write("ROLLBACK", ())
-            self._begin()
+                del self._pending[event.run_id]
+            pending = self._pending_of(event.run_id)
             if event.type in _DEFERRED:
-                self._step_pending = True
+                pending.step = True
             elif event.type == "checkpoint":
-                self._checkpoint_pending = True
-            self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
-                        (event.run_id, event.seq, event.type, event.ts, event.model_dump_json()))
-            self._summarise(event)
+                pending.checkpoint = True
+            pending.writes.append(
+                ("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
+                 (event.run_id, event.seq, event.type, event.ts, event.model_dump_json())))
+            pending.writes.extend(self._summarise(event))
             if not _defers(event):
-                self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
-                            (event.seq, event.ts, event.run_id))
-                self._write("COMMIT", ())
+                pending.writes.append(("UPDATE runs SET last_seq = ?, updated_at = ? "
+                                       "WHERE id = ?", (event.seq, event.ts, event.run_id)))
+                self._flush([event.run_id])
 
-    def _summarise(self, event: Event) -> None:
+    @staticmethod
+    def _summarise(event: Event) -> list[_Write]:
+        """The run row's updates an event implies."""
         t = event.type
         d: Any = event
         if t == "step_started":
-            self._write("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
-                        (d.step, event.run_id))
-        elif t in ("step_finished", "step_failed") and d.group is None:
+            return [("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
+                     (d.step, event.run_id))]
+        if t in ("step_finished", "step_failed") and d.group is None:
             # A group member's usage is in its group's own step_finished: counted once there.
-            self._write("UPDATE runs SET "
-                        "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                        "cost_usd = cost_usd + ?, cost_partial = cost_partial OR ? WHERE id = ?",
-                        (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
-                         int(not d.priced), event.run_id))
-        elif t == "checkpoint":
-            self._write("UPDATE runs SET iterations = ? WHERE id = ?",
-                        (d.run_iteration, event.run_id))
-        elif t == "run_started":
-            self._write("UPDATE runs SET status = 'running' WHERE id = ?", (event.run_id,))
-        elif t == "run_finished":
-            self._write("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
-                        "terminal = ?, reason = ?, finished_at = ?, current_step = ?, "
-                        "iterations = ? WHERE id = ?",
-                        (d.status, d.exit_code, _dumps(d.output) if d.output is not None
-                         else None, d.message, d.terminal, d.reason,
-                         None if d.status == "waiting" else event.ts,
-                         d.step if d.status in ("waiting", "error", "limit", "interrupted")
-                         else d.terminal, d.iterations, event.run_id))
+            return [("UPDATE runs SET "
+                     "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                     "cost_usd = cost_usd + ?, cost_partial = cost_partial OR ? WHERE id = ?",
+                     (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
+                      int(not d.priced), event.run_id))]
+        if t == "checkpoint":
+            return [("UPDATE runs SET iterations = ? WHERE id = ?",
+                     (d.run_iteration, event.run_id))]
+        if t == "run_started":
+            return [("UPDATE runs SET status = 'running' WHERE id = ?", (event.run_id,))]
+        if t == "run_finished":
+            return [("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
+                     "terminal = ?, reason = ?, finished_at = ?, current_step = ?, "
+                     "iterations = ? WHERE id = ?",
+                     (d.status, d.exit_code, _dumps(d.output) if d.output is not None
+                      else None, d.message, d.terminal, d.reason,
+                      None if d.status == "waiting" else event.ts,
+                      d.step if d.status in ("waiting", "error", "limit", "interrupted")
+                      else d.terminal, d.iterations, event.run_id))]
+        return []
 
     def handle(self, event: Event) -> None:
         self.append_event(event)
@@ -412,14 +449,15 @@ class SQLiteStore:
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
-            self._begin()
-            self._checkpoint_pending = True
-            self._write("INSERT INTO checkpoints (run_id, seq, step, next_step, state, created_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-                        "seq = excluded.seq, step = excluded.step, next_step = excluded.next_step, "
-                        "state = excluded.state, created_at = excluded.created_at",
-                        (checkpoint.run_id, checkpoint.seq, checkpoint.step,
-                         checkpoint.next_step, _dumps(checkpoint.state), checkpoint.created_at))
+            pending = self._pending_of(checkpoint.run_id)
+            pending.checkpoint = True
+            pending.writes.append((
+                "INSERT INTO checkpoints (run_id, seq, step, next_step, state, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                "seq = excluded.seq, step = excluded.step, next_step = excluded.next_step, "
+                "state = excluded.state, created_at = excluded.created_at",
+                (checkpoint.run_id, checkpoint.seq, checkpoint.step,
+                 checkpoint.next_step, _dumps(checkpoint.state), checkpoint.created_at)))
 
     def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
         rows = self._read("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))
@@ -465,25 +503,37 @@ class SQLiteStore:
                 raise StoreError(f"gate {gate_id} is not open (already answered?)")
 
     def consume_gate(self, gate_id: int) -> None:
-        """Mark a gate used. Inside a run this joins the step's transaction: an answer is
-        consumed only together with the completion of the step that used it."""
+        """Mark a gate used. This waits with its run's pending step: an answer is consumed
+        only together with the completion of the step that used it (or with the run's next
+        commit, or `commit()`). This handle reads the gate as consumed at once."""
         with self._lock:
-            self._begin()
-            self._write("UPDATE gates SET status = 'consumed' WHERE id = ?", (gate_id,))
+            rows = self._read("SELECT run_id FROM gates WHERE id = ?", (gate_id,))
+            if not rows:
+                return
+            pending = self._pending_of(str(rows[0]["run_id"]))
+            pending.consumed.add(gate_id)
+            pending.writes.append(("UPDATE gates SET status = 'consumed' WHERE id = ?",
+                                   (gate_id,)))
 
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
-        where: list[str] = []
-        params: list[Any] = []
-        if run_id:
-            where.append("run_id = ?")
-            params.append(run_id)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        sql = "SELECT * FROM gates" + (f" WHERE {' AND '.join(where)}" if where else "")
-        rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
+        with self._lock:
+            consumed = {g for p in self._pending.values() for g in p.consumed}
+            where: list[str] = []
+            params: list[Any] = []
+            if run_id:
+                where.append("run_id = ?")
+                params.append(run_id)
+            if status and not consumed:
+                where.append("status = ?")
+                params.append(status)
+            sql = "SELECT * FROM gates" + (f" WHERE {' AND '.join(where)}" if where else "")
+            rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
         out = []
         for r in rows:
+            if r["id"] in consumed:  # its consumption waits for its step's commit
+                r["status"] = "consumed"
+            if status and r["status"] != status:
+                continue
             r["options"] = self._loads(r["options"], f"gate {r['id']} options")
             r["additional_input"] = self._loads(r["additional_input"] or "{}",
                                                 f"gate {r['id']} additional input")
@@ -498,8 +548,7 @@ class SQLiteStore:
                 return
             self._closed = True
             try:
-                if self.db.in_transaction:
-                    self._write("COMMIT", ())
+                self._flush(list(self._pending))
             finally:
                 self.db.close()
 
