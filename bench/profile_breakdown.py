@@ -677,11 +677,20 @@ _SETTINGS = {  # variant -> (collector off during start-up, no plugin lookup, on
 }
 
 
-def startup_experiment(runs: int, env: dict[str, str], empty_cache: Path) -> dict[str, Any]:
+def startup_experiment(runs: int, env: dict[str, str], scratch: Path) -> dict[str, Any]:
     """Each start-up setting's share, interleaved: the shipped entry code, then the same with
-    one setting taken away, then with none; plus the shipped code with no bytecode for
-    podium's own modules (a private, empty PYTHONPYCACHEPREFIX), which is what
+    one setting taken away, then with none; plus the shipped code run from a copy of podium's
+    source without bytecode (PYTHONDONTWRITEBYTECODE=1), which is what
     scripts/bootstrap.sh's compileall spares."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.find_spec("podium")
+    assert spec is not None
+    assert spec.origin is not None
+    bare = scratch / "podium-without-bytecode"
+    shutil.copytree(Path(spec.origin).parent, bare / "podium",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     variants: dict[str, tuple[list[str], dict[str, str]]] = {}
     for name, (gc_off, no_plugins, single) in _SETTINGS.items():
         code = _STARTUP.format(
@@ -691,9 +700,9 @@ def startup_experiment(runs: int, env: dict[str, str], empty_cache: Path) -> dic
             single=single)
         variants[name] = ([PYTHON, "-c", code, "validate", ARTICLE], env)
     shipped = variants["as shipped (podium.cli.entry)"][0]
+    path = os.pathsep.join(p for p in (str(bare), env.get("PYTHONPATH", "")) if p)
     variants["as shipped, podium's bytecode missing"] = (
-        shipped, {**env, "PYTHONDONTWRITEBYTECODE": "1",
-                  "PYTHONPYCACHEPREFIX": str(empty_cache)})
+        shipped, {**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path})
     samples: dict[str, list[float]] = {k: [] for k in variants}
     for i in range(runs + 2):  # two warmup rounds
         for name, (argv, e) in variants.items():
@@ -760,7 +769,7 @@ def main() -> None:
         key: compile_cost(tmp / f"modules-{key}.txt") for key in ("validate", "run")}
     eprint("9. start-up settings")
     wait_for_quiet()
-    res["startup_experiment"] = startup_experiment(args.runs, env, tmp / "empty-pycache")
+    res["startup_experiment"] = startup_experiment(args.runs, env, tmp)
     res["elapsed_s"] = round(time.perf_counter() - started, 1)
     out = write_json("breakdown.json", res)
 

@@ -6,7 +6,8 @@ Schema of the union is exported by `event_json_schema()` and shipped as
 docs/events.schema.json.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`, and `[]`/`{}` defaults rather than builtin default
+# factories: both cost pydantic time at every class (docs/decisions/0010-cold-start.md).
 
 from typing import Any, Literal
 
@@ -94,7 +95,7 @@ class StepFailed(Event):
     elapsed: float
     error_type: str
     message: str
-    details: dict[str, Any] = Field(default_factory=dict)
+    details: dict[str, Any] = {}
     group: str | None = None
     # what a failed step still spent (a failed sub-workflow's agents, say)
     input_tokens: int = 0
@@ -112,7 +113,7 @@ class RouteTaken(Event):
     route_index: int
     condition: str | None = None
     kind: Literal["when", "default", "option", "implicit"] = "when"
-    evaluated: list[dict[str, Any]] = Field(default_factory=list)
+    evaluated: list[dict[str, Any]] = []
 
 
 class PromptRendered(Event):
@@ -179,7 +180,7 @@ class ToolCalled(Event):
     iteration: int
     tool: str
     source: str | None = None
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = {}
     output: str = ""
     is_error: bool = False
     elapsed: float = 0.0
@@ -231,7 +232,7 @@ class GateAnswered(Event):
     iteration: int
     kind: Literal["human_gate", "iteration_limit"] = "human_gate"
     selected: str
-    additional_input: dict[str, str] = Field(default_factory=dict)
+    additional_input: dict[str, str] = {}
     route: str | None = None
     answered_by: str = "terminal"
 
@@ -242,7 +243,7 @@ class LimitReached(Event):
     step: str | None = None
     current: float
     maximum: float
-    recent_steps: list[str] = Field(default_factory=list)
+    recent_steps: list[str] = []
     possible_loop: bool = False
 
 
