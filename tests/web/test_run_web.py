@@ -3,6 +3,7 @@ the run ends; the run's gates are answered there and the run goes on in the same
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from console_helpers import (
     write_flow,
 )
 
-from helpers_engine import wait_until
+from helpers_engine import run_cli, wait_until
 
 URL = re.compile(r"podium console: http://127\.0\.0\.1:(\d+)/runs/([0-9a-f]+)#token=(\S+)")
 
@@ -81,6 +82,36 @@ def test_a_gate_of_a_live_run_is_answered_in_its_console(tmp_path: Path) -> None
         assert "waiting for a person to answer gate 'approval' in the console" in err
     finally:
         stop_process(proc)
+
+
+def test_a_gate_of_a_live_run_answered_from_the_command_line(tmp_path: Path) -> None:
+    """`podium gate answer` records the answer; the live run's own process takes it and goes
+    on (no second process resumes the run)."""
+    home = tmp_path / "home"
+    flow, responses = gate_flow(tmp_path / "flows")
+    proc = start_podium(home, "run", "--web", flow, "--responses", responses)
+    try:
+        port, rid, token = _console_url(proc)
+        c = Client(port, token)
+        assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
+        answered = run_cli(home, "gate", "answer", rid, "approved")
+        assert answered.returncode == 0, answered.stderr
+        assert f"run {rid} is running" in answered.stderr
+        assert "goes on with the answer itself" in answered.stderr
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        row = store_row(home, rid)
+        assert row["status"] == "success"
+        assert row["terminal"] == "released"
+        assert len(_run_ids(home)) == 1
+    finally:
+        stop_process(proc)
+
+
+def _run_ids(home: Path) -> list[str]:
+    listed = run_cli(home, "runs", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    return [r["id"] for r in json.loads(listed.stdout)]
 
 
 def test_a_live_run_is_stopped_from_its_console(tmp_path: Path) -> None:

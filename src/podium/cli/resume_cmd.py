@@ -56,6 +56,12 @@ def root_of(store: SQLiteStore, run: RunRecord) -> RunRecord:
     return run
 
 
+def _live(run: RunRecord) -> bool:
+    """Whether a process that is still alive is executing the run."""
+    return run.status == "running" and run.pid is not None and \
+        process_start(run.pid) == run.pid_start
+
+
 def _family(store: SQLiteStore, run_id: str) -> list[str]:
     """A run and all its sub-workflow runs, parents first."""
     out, todo = [], [run_id]
@@ -76,7 +82,7 @@ def resume_run(store: SQLiteStore, run: RunRecord, req: ResumeRequest) -> int:
         usage_from_events,
     )
 
-    if run.status == "running" and run.pid and process_start(run.pid) == run.pid_start:
+    if _live(run):
         return _fail(f"run {run.id} is still running (pid {run.pid}); stop it first with "
                      f"podium stop {run.id}", exitcodes.INVALID)
     if run.status in ("success", "failed") and req.from_step is None:
@@ -187,7 +193,13 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
         sys.stderr.write(f"podium: gate '{gate.step}' of run {run.id} answered: {answer}\n")
         if not resume:
             return exitcodes.OK
-        return resume_run(store, root_of(store, store.get_run(gate.run_id)), req)
+        root = root_of(store, store.get_run(gate.run_id))
+        if _live(root):  # e.g. `podium run --web`, polling the store for this answer
+            sys.stderr.write(f"podium: run {root.id} is running (pid {root.pid}) and goes on "
+                             f"with the answer itself; if it parks instead, `podium resume "
+                             f"{root.id}` continues with it\n")
+            return exitcodes.OK
+        return resume_run(store, root, req)
     except PodiumError as exc:
         return _fail(str(exc), exc.exit_code)
     finally:
