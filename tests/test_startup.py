@@ -77,8 +77,8 @@ def test_ready_freezes_start_up_and_turns_the_collector_back_on() -> None:
 
 
 def test_the_console_entry_collects_garbage_while_a_command_runs(tmp_path: Path) -> None:
-    """A workflow's script step asks its parent podium process nothing; the probe instead
-    wraps run_validate to report the collector's state from inside the running command."""
+    """Through the console entry, the command's own code runs with the collector on and the
+    start-up objects frozen (the probe reports from inside run_validate)."""
     out = _probe(
         "import gc, sys\n"
         "import podium.cli.validate_cmd as v\n"
