@@ -687,70 +687,6 @@ def test_a_child_out_of_iterations_parks_until_more_are_granted(tmp_path: Path) 
     assert granted.returncode == 0, granted.stderr
     assert json.loads(granted.stdout)["output"] == {"n": 3}
 
-
-def test_gates_parked_inside_for_each_items(tmp_path: Path) -> None:
-    write(tmp_path, """
-        workflow:
-          name: approval
-          entry_point: approve
-          input:
-            n: {type: number}
-        agents:
-          - name: approve
-            type: human_gate
-            prompt: "Ship {{ workflow.input.n }}?"
-            options:
-              - {label: Ship, value: ship, route: shipped}
-              - {label: Drop, value: drop, route: shipped}
-          - {name: shipped, type: set, value: "{{ approve.output.selected }} {{ workflow.input.n }}"}
-        output:
-          result: "{{ shipped.output }}"
-    """, "approval.yaml")
-    parent = write(tmp_path, """
-        workflow:
-          name: fan
-          entry_point: fan
-          input:
-            nums: {type: array, default: [1, 2]}
-        for_each:
-          - name: fan
-            type: for_each
-            source: workflow.input.nums
-            as: num
-            max_concurrent: 2
-            agent:
-              name: each
-              type: workflow
-              workflow: approval.yaml
-              input_mapping: {n: "{{ num }}"}
-        agents: []
-        output:
-          results: "{{ fan.outputs | map(attribute='result') | join(',') }}"
-    """, "fan.yaml")
-    home = tmp_path / "home"
-
-    def open_gates() -> list[str]:
-        proc = run_cli(home, "gate", "list", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return sorted(g["prompt"] for g in json.loads(proc.stdout))
-
-    # both items wait for a person: the run parks (it does not fail) with both gates open
-    first = run_cli(home, "run", parent, "--json")
-    assert first.returncode == 5, first.stderr
-    parent_id = json.loads(first.stdout)["run_id"]
-    assert open_gates() == ["Ship 1?", "Ship 2?"]
-    # one answer resumes the run: that item finishes, the other parks again (one open gate)
-    second = run_cli(home, "gate", "answer", parent_id, "drop", "--json")
-    assert second.returncode == 5, second.stderr
-    assert len(open_gates()) == 1
-    third = run_cli(home, "gate", "answer", parent_id, "ship", "--json")
-    assert third.returncode == 0, third.stderr
-    results = json.loads(third.stdout)["output"]["results"].split(",")
-    assert sorted(results) == ["drop 1", "ship 2"] or sorted(results) == ["drop 2", "ship 1"]
-    assert open_gates() == []
-    assert len(_runs(home / "podium.db")) == 3
-
-
 APPROVAL = """
 workflow:
   name: approval
@@ -790,6 +726,34 @@ agents: []
 output:
   results: "{{ fan.outputs | map(attribute='result') | join(',') }}"
 """
+
+
+def test_gates_parked_inside_for_each_items(tmp_path: Path) -> None:
+    write(tmp_path, APPROVAL, "approval.yaml")
+    parent = write(tmp_path, FAN, "fan.yaml")
+    home = tmp_path / "home"
+
+    def open_gates() -> list[str]:
+        proc = run_cli(home, "gate", "list", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return sorted(g["prompt"] for g in json.loads(proc.stdout))
+
+    # both items wait for a person: the run parks (it does not fail) with both gates open
+    first = run_cli(home, "run", parent, "--json")
+    assert first.returncode == 5, first.stderr
+    parent_id = json.loads(first.stdout)["run_id"]
+    assert open_gates() == ["Ship 1?", "Ship 2?"]
+    # one answer resumes the run: that item finishes, the other parks again (one open gate)
+    second = run_cli(home, "gate", "answer", parent_id, "drop", "--json")
+    assert second.returncode == 5, second.stderr
+    assert len(open_gates()) == 1
+    third = run_cli(home, "gate", "answer", parent_id, "ship", "--json")
+    assert third.returncode == 0, third.stderr
+    results = json.loads(third.stdout)["output"]["results"].split(",")
+    assert sorted(results) == ["drop 1", "ship 2"] or sorted(results) == ["drop 2", "ship 1"]
+    assert open_gates() == []
+    assert len(_runs(home / "podium.db")) == 3
+
 
 
 class _InProcess:

@@ -59,14 +59,25 @@ def test_run_web_serves_the_run_and_stops_with_it(tmp_path: Path) -> None:
         stop_process(proc)
 
 
-def test_a_gate_of_a_live_run_is_answered_in_its_console(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def _at_its_gate(home: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], str, Client]:
+    """A `podium run --web` of the gate flow, once its gate is open: (process, run id, a
+    console client)."""
     flow, responses = gate_flow(tmp_path / "flows")
     proc = start_podium(home, "run", "--web", flow, "--responses", responses)
     try:
         port, rid, token = _console_url(proc)
         c = Client(port, token)
         assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc, rid, c
+
+
+def test_a_gate_of_a_live_run_is_answered_in_its_console(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proc, rid, c = _at_its_gate(home, tmp_path)
+    try:
         detail = c.get(f"/api/runs/{rid}").json()
         assert detail["run"]["state"] == "waiting"
         assert detail["run"]["live"] is True
@@ -88,12 +99,8 @@ def test_a_gate_of_a_live_run_answered_from_the_command_line(tmp_path: Path) -> 
     """`podium gate answer` records the answer; the live run's own process takes it and goes
     on (no second process resumes the run)."""
     home = tmp_path / "home"
-    flow, responses = gate_flow(tmp_path / "flows")
-    proc = start_podium(home, "run", "--web", flow, "--responses", responses)
+    proc, rid, _console = _at_its_gate(home, tmp_path)
     try:
-        port, rid, token = _console_url(proc)
-        c = Client(port, token)
-        assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
         answered = run_cli(home, "gate", "answer", rid, "approved")
         assert answered.returncode == 0, answered.stderr
         assert f"run {rid} is running" in answered.stderr
@@ -116,12 +123,8 @@ def _run_ids(home: Path) -> list[str]:
 
 def test_a_live_run_is_stopped_from_its_console(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    flow, responses = gate_flow(tmp_path / "flows")
-    proc = start_podium(home, "run", "--web", flow, "--responses", responses)
+    proc, rid, c = _at_its_gate(home, tmp_path)
     try:
-        port, rid, token = _console_url(proc)
-        c = Client(port, token)
-        assert wait_until(lambda: bool(c.get(f"/api/runs/{rid}").json()["gates"]), 30)
         reply = c.post(f"/api/runs/{rid}/stop", {})
         assert reply.status == 202
         assert reply.json()["signalled"] == proc.pid
