@@ -30,6 +30,9 @@ export function runPage(main, runId, nav, setCrumbs) {
   const actionMsg = h('span', {class: 'muted small', role: 'status'});
   const notices = h('div', {class: 'notices'});
   const gatesBox = h('div', {class: 'gates', id: 'gates'});
+  // the last answer's confirmation: a resumed run can consume its gate (and so remove the
+  // card) before the answer's reply arrives, so the message lives outside the cards
+  const gateNews = h('p', {class: 'gate-news small', id: 'gate-news', role: 'status'});
   const outcome = h('div', {class: 'outcome', id: 'outcome', hidden: true});
   const terminalNote = h('p', {class: 'notice', hidden: true},
     'This run asks at the terminal where it was started: answer it there. (Runs started with ',
@@ -45,7 +48,7 @@ export function runPage(main, runId, nav, setCrumbs) {
     h('div', {class: 'run-head'},
       h('div', {class: 'run-head-main'}, h('div', {class: 'title-row'}, title, pill), facts, children),
       h('div', {class: 'run-actions'}, actionMsg, stopButton)),
-    notices, terminalNote, gatesBox, outcome,
+    notices, terminalNote, gateNews, gatesBox, outcome,
     h('div', {class: 'timeline'}, h('span', {class: 'small muted'}, 'Timeline'), slider, sliderLabel, liveButton),
     h('div', {class: 'split'},
       h('div', {class: 'graph-wrap'},
@@ -199,8 +202,10 @@ export function runPage(main, runId, nav, setCrumbs) {
       status.textContent = 'Sending…';
       try {
         const res = await postJSON(`/api/runs/${runId}/gates/${gate.id}/answer`, {value: String(value), text: text ?? null});
-        status.textContent = res.resumed === 'live' ? `Answered ${res.answered}; the run continues.`
+        const news = res.resumed === 'live' ? `Answered ${res.answered}; the run continues.`
           : `Answered ${res.answered}; resuming the run (log: ${res.log}).`;
+        status.textContent = news;
+        gateNews.textContent = `Gate '${gate.step}': ${news}`;
       } catch (err) {
         buttons.forEach((b) => { b.disabled = false; });
         status.className = 'gate-status small err';
