@@ -54,12 +54,5 @@ def error(status: int, message: str = "error", *, retry_after: str | None = None
 class FakeOpenAI(WireServer):
     """Serves /v1/chat/completions and /openai/deployments/<d>/chat/completions."""
 
-    def render(self, item: Any, request: Recorded) -> Canned:
-        if isinstance(item, Canned):
-            return item
-        if callable(item):
-            return self.render(item(request), request)
-        return Canned(body=item)
-
     def chat_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]

@@ -72,15 +72,8 @@ def error(status: int, message: str = "error", *, kind: str = "server_error") ->
 class FakeResponses(WireServer):
     """Serves POST /v1/responses (a stream when the request asks for one)."""
 
-    def render(self, item: Any, request: Recorded) -> Canned:
-        if isinstance(item, Canned):
-            return item
-        if callable(item):
-            return self.render(item(request), request)
-        body = request.body if isinstance(request.body, dict) else {}
-        if body.get("stream"):
-            return Canned(events=stream_events(item))
-        return Canned(body=item)
+    def stream_events(self, item: Any) -> list[tuple[str | None, Any]] | None:
+        return list(stream_events(item))
 
     def response_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/responses")]

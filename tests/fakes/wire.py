@@ -58,7 +58,20 @@ class WireServer:
         self.queue.extend(items)
 
     def render(self, item: Any, request: Recorded) -> Canned:
-        return item if isinstance(item, Canned) else Canned(body=item)
+        """A scripted item as a response: a Canned as it is, a callable called with the request
+        first, anything else as the JSON body, or as its events when the request asks for a
+        stream and this API streams (stream_events)."""
+        if isinstance(item, Canned):
+            return item
+        if callable(item):
+            return self.render(item(request), request)
+        body = request.body if isinstance(request.body, dict) else {}
+        events = self.stream_events(item) if body.get("stream") else None
+        return Canned(events=events) if events is not None else Canned(body=item)
+
+    def stream_events(self, item: Any) -> list[tuple[str | None, Any]] | None:
+        """The server-sent events that stream `item` (None: this fake answers with a body)."""
+        return None
 
     def _respond(self, request: Recorded) -> Canned:
         with self._lock:
