@@ -40,8 +40,8 @@ _T0 = time.perf_counter()
 PHASES: list[tuple[str, str, str]] = [  # (label, module, attribute path)
     ("typer: build the click command tree (get_command)", "typer.main", "get_command"),
     ("validate_file", "podium.check.validate", "validate_file"),
-    ("load_workflow (YAML + model)", "podium.spec.load", "load_workflow"),
-    ("load_document (read + YAML compose + env)", "podium.spec.load", "load_document"),
+    ("load_workflow (YAML + model)", "podium.language.load", "load_workflow"),
+    ("load_document (read + YAML compose + env)", "podium.language.load", "load_document"),
     ("Checker.__init__ (route graph)", "podium.check.semantic", "Checker.__post_init__"),
     ("collect_refs (AST walks)", "podium.check.references", "collect_refs"),
     ("run: load_valid (validation)", "podium.cli.run_cmd", "load_valid"),
@@ -193,7 +193,7 @@ if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--child-mode
 
     _mc.ModelMetaclass.__new__ = _timed_new  # type: ignore[method-assign]
     modules = {}
-    for mod in ("podium.spec.model", "podium.events.model"):
+    for mod in ("podium.language.model", "podium.events.model"):
         t = time.perf_counter()
         __import__(mod)
         modules[mod] = (time.perf_counter() - t) * 1000
@@ -312,7 +312,7 @@ def import_split(argv: list[str], repeats: int = 5) -> dict[str, float]:
     for name, v in samples.items():
         top = name.split(".")[0]
         if top == "podium":
-            top = ".".join(name.split(".")[:3])  # podium.spec.model etc.
+            top = ".".join(name.split(".")[:3])  # podium.language.model etc.
         pk[top] = pk.get(top, 0.0) + statistics.median(v) / 1000
     return dict(sorted(pk.items(), key=lambda kv: -kv[1]))
 

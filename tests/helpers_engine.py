@@ -34,7 +34,7 @@ from podium.gates.base import (
 )
 from podium.providers.base import Provider, ProviderRegistry
 from podium.providers.scripted import ResponsesFile, ScriptedProvider, load_responses
-from podium.spec.model import WorkflowFile
+from podium.language.model import WorkflowFile
 from podium.steps.base import RunOptions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ def load(path: Path, *, check: bool = True) -> WorkflowFile:
 
         result = validate_file(path)
     else:
-        from podium.spec.load import load_workflow
+        from podium.language.load import load_workflow
 
         result = load_workflow(path)
     if result.sink.errors or result.model is None:
@@ -78,7 +78,7 @@ def diagnostics(path: Path, *, check: bool = True) -> list[str]:
 
         result = validate_file(path)
     else:
-        from podium.spec.load import load_workflow
+        from podium.language.load import load_workflow
 
         result = load_workflow(path)
     return [d.format() for d in result.sink.sorted()]

@@ -386,7 +386,7 @@ class RunStoreConformance:
         """Run a workflow as `podium run` wires it (sink, checkpointer, parked gates)."""
         from podium.cli.launch import LaunchOptions, make_engine
         from podium.engine.run import file_hash
-        from podium.spec.load import load_workflow
+        from podium.language.load import load_workflow
 
         wf = load_workflow(path).model
         assert wf is not None

@@ -16,7 +16,7 @@ from helpers_providers import Servers, fake_servers, run_real_yaml
 from podium.check.providers import check_providers
 from podium.check.semantic import Checker
 from podium.events.model import BudgetExceeded, LimitReached, StepStarted, Warning_
-from podium.spec.load import load_workflow
+from podium.language.load import load_workflow
 
 
 @pytest.fixture

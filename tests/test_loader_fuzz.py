@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podium.check.validate import validate_file
-from podium.spec.load import LoadResult
-from podium.spec.model import STEP_KEYS, STEP_TYPES
-from podium.spec.source import FileUnreadable
+from podium.language.load import LoadResult
+from podium.language.model import STEP_KEYS, STEP_TYPES
+from podium.language.source import FileUnreadable
 from podium.templating import RenderFailure, TemplateEngine
 
 ROOT = Path(__file__).resolve().parents[1]

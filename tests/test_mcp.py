@@ -14,7 +14,7 @@ from fakes.openai_server import answer, call
 from helpers_engine import process_gone, wait_until
 from helpers_providers import Servers, fake_servers, run_real_yaml
 from podium.events.model import ToolCalled
-from podium.spec.model import McpServerConfig
+from podium.language.model import McpServerConfig
 from podium.tools.base import ToolError
 from podium.tools.mcp import McpHub
 

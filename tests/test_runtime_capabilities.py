@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers_engine import write
 from podium.check.providers import check_providers
 from podium.check.semantic import Checker
-from podium.spec.load import load_workflow
+from podium.language.load import load_workflow
 
 
 def diagnostics(path: Path) -> list[str]:

@@ -57,7 +57,7 @@ def test_validate_through_the_console_entry_imports_no_plugin_lookup(tmp_path: P
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
              if line.startswith("import time:") and "|" in line}
-    assert "podium.spec.model" in names
+    assert "podium.language.model" in names
     assert "importlib.metadata" not in names
     assert "typer" in names
 

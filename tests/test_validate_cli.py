@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from podium.check.validate import validate_file
-from podium.spec.model import ScriptStep, SetStep
+from podium.language.model import ScriptStep, SetStep
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from podium.check.validate import validate_file
-from podium.spec.diagnostics import Diagnostic
+from podium.language.diagnostics import Diagnostic
 
 
 def check(tmp_path: Path, text: str, name: str = "wf.yaml") -> list[Diagnostic]:

@@ -21,7 +21,7 @@ import pytest
 
 from podium.check.validate import validate_file
 from podium.events.model import RouteTaken
-from podium.spec.model import WorkflowFile
+from podium.language.model import WorkflowFile
 from podium.testing import runner
 from podium.testing.coverage import (
     CoverageItem,

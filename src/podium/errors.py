@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from podium.spec.diagnostics import Diagnostic
+    from podium.language.diagnostics import Diagnostic
 
 
 class PodiumError(Exception):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from podium.check.graph import RouteGraph
 from podium.check.references import Ref, UsedName
-from podium.spec.diagnostics import KeyPath, did_you_mean
-from podium.spec.load import LoadResult
-from podium.spec.model import (
+from podium.language.diagnostics import KeyPath, did_you_mean
+from podium.language.load import LoadResult
+from podium.language.model import (
     END,
     AgentStep,
     HumanGateStep,

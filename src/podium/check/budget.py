@@ -18,8 +18,8 @@ from typing import Any
 from jinja2 import nodes
 
 from podium.check.graph import RouteGraph
-from podium.spec.load import LoadResult
-from podium.spec.model import (
+from podium.language.load import LoadResult
+from podium.language.model import (
     END,
     AgentStep,
     HumanGateStep,

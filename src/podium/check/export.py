@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from podium.check.graph import RouteGraph
-from podium.spec.model import END, HumanGateStep, TerminateStep, WorkflowFile
+from podium.language.model import END, HumanGateStep, TerminateStep, WorkflowFile
 
 
 def _mermaid_id(name: str) -> str:

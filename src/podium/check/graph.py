@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from podium.spec.model import END, HumanGateStep, Route, TerminateStep, WorkflowFile
+from podium.language.model import END, HumanGateStep, Route, TerminateStep, WorkflowFile
 
 EdgeKind = Literal["when", "default", "option", "implicit"]
 

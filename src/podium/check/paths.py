@@ -6,8 +6,8 @@ from __future__ import annotations
 from podium.check.base import TemplateSite
 from podium.check.references import Ref
 from podium.check.templates import TemplateChecks
-from podium.spec.diagnostics import closest
-from podium.spec.model import END
+from podium.language.diagnostics import closest
+from podium.language.model import END
 from podium.templating import RenderFailure
 
 

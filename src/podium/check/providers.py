@@ -29,8 +29,8 @@ from podium.providers.catalog import (
     known_names,
     tool_problem,
 )
-from podium.spec.diagnostics import KeyPath, closest, did_you_mean
-from podium.spec.model import AgentStep, ProviderConfig
+from podium.language.diagnostics import KeyPath, closest, did_you_mean
+from podium.language.model import AgentStep, ProviderConfig
 from podium.templating import RenderFailure, is_template
 
 if TYPE_CHECKING:

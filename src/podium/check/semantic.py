@@ -12,8 +12,8 @@ from pathlib import Path
 
 from podium.check.base import Declared
 from podium.check.paths import PathChecks
-from podium.spec.diagnostics import KeyPath, did_you_mean
-from podium.spec.model import (
+from podium.language.diagnostics import KeyPath, did_you_mean
+from podium.language.model import (
     END,
     AgentStep,
     ForEachGroup,
@@ -28,7 +28,7 @@ from podium.spec.model import (
     WaitStep,
     WorkflowStep,
 )
-from podium.spec.source import display_path
+from podium.language.source import display_path
 
 
 @dataclass

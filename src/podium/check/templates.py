@@ -17,8 +17,8 @@ from podium.check.base import (
     TemplateSite,
 )
 from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
-from podium.spec.diagnostics import KeyPath, Severity, did_you_mean
-from podium.spec.model import (
+from podium.language.diagnostics import KeyPath, Severity, did_you_mean
+from podium.language.model import (
     AgentStep,
     HumanGateStep,
     McpStep,

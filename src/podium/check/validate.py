@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from podium.spec.load import LoadResult, load_workflow
+from podium.language.load import LoadResult, load_workflow
 
 
 def validate_file(path: Path, *, visited: tuple[Path, ...] = (),
                   environ: Mapping[str, str] | None = None) -> LoadResult:
     """Load `path` and run the semantic checks when the schema holds.
 
-    Raises FileUnreadable (from podium.spec.source) when the file cannot be read.
+    Raises FileUnreadable (from podium.language.source) when the file cannot be read.
     """
     from podium.check.semantic import Checker
 

@@ -11,7 +11,7 @@ from podium.cli import exitcodes
 def graph_command(file: Path, output_format: str) -> int:
     from podium.check.export import to_dot, to_mermaid
     from podium.check.validate import validate_file
-    from podium.spec.source import FileUnreadable
+    from podium.language.source import FileUnreadable
 
     if output_format not in ("mermaid", "dot"):
         sys.stderr.write(f"podium graph: --format must be 'mermaid' or 'dot' "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium.spec.model import WorkflowFile
+from podium.language.model import WorkflowFile
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult

@@ -9,8 +9,8 @@ from pathlib import Path
 from podium.cli import exitcodes
 from podium.cli.launch import LaunchOptions, launch, make_engine, open_store, process_start
 from podium.errors import PodiumError
-from podium.spec.diagnostics import did_you_mean
-from podium.spec.model import END
+from podium.language.diagnostics import did_you_mean
+from podium.language.model import END
 from podium.store.base import RunRecord
 from podium.store.sqlite import SQLiteStore
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from podium.cli import exitcodes
 from podium.errors import PodiumError, UsageError, WorkflowFileError
-from podium.spec.diagnostics import did_you_mean
-from podium.spec.model import InputDef, WorkflowFile
+from podium.language.diagnostics import did_you_mean
+from podium.language.model import InputDef, WorkflowFile
 
 
 def podium_home() -> Path:
@@ -115,7 +115,7 @@ def resolve_inputs(wf: WorkflowFile, given: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _read_input_file(path: Path) -> dict[str, Any]:
-    from podium.spec.source import FileUnreadable, LoadFailure, load_document
+    from podium.language.source import FileUnreadable, LoadFailure, load_document
 
     try:
         doc = load_document(path, environ={})
@@ -135,7 +135,7 @@ def load_valid(path: Path, warnings: list[str] | None = None
     With `warnings`, warning lines are collected there (to print after the run's first line)
     unless the workflow is invalid."""
     from podium.check.validate import validate_file
-    from podium.spec.source import FileUnreadable
+    from podium.language.source import FileUnreadable
 
     try:
         result = validate_file(path)

@@ -9,8 +9,8 @@ from typing import Any
 
 from podium.check.validate import validate_file
 from podium.cli import exitcodes
-from podium.spec.diagnostics import Diagnostic
-from podium.spec.source import FileUnreadable
+from podium.language.diagnostics import Diagnostic
+from podium.language.source import FileUnreadable
 
 
 def run_validate(files: list[Path], output_format: str, strict: bool, budget: bool) -> int:

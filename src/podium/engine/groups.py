@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.errors import RunError, StepError
 from podium.events.model import StepFailed, StepFinished, StepStarted
-from podium.spec.model import ForEachGroup, ParallelGroup, StepBase
+from podium.language.model import ForEachGroup, ParallelGroup, StepBase
 from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podium.spec.model import InputDef
+from podium.language.model import InputDef
 
 _ZERO: dict[str, Any] = {"string": "", "number": 0, "boolean": False}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from podium.engine.state import flatten_scope
 from podium.errors import RouteError
-from podium.spec.model import Route
+from podium.language.model import Route
 from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition, truthy_text
 
 

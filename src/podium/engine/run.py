@@ -38,7 +38,7 @@ from podium.events.model import (
 )
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.providers.base import ProviderRegistry
-from podium.spec.model import (
+from podium.language.model import (
     END,
     ForEachGroup,
     ParallelGroup,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.errors import StepError
-from podium.spec.model import json_kind
+from podium.language.model import json_kind
 
 
 @dataclass

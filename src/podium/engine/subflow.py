@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.errors import Interrupted, LimitExceeded, StepError
 from podium.gates.base import GateRequest
-from podium.spec.model import WorkflowFile, WorkflowStep
+from podium.language.model import WorkflowFile, WorkflowStep
 from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class _Existing:
 def _load(parent: Engine, step: WorkflowStep, iteration: int) -> tuple[Path, WorkflowFile]:
     from podium.check.semantic import resolve_subworkflow
     from podium.check.validate import validate_file
-    from podium.spec.source import FileUnreadable
+    from podium.language.source import FileUnreadable
 
     path = resolve_subworkflow(parent.path.parent, step.workflow)
     if path is None:

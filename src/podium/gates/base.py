@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from podium.errors import RunError
-from podium.spec.model import GateOption
+from podium.language.model import GateOption
 
 
 @dataclass(frozen=True)

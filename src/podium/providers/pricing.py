@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from podium.spec.model import ModelPricing
+from podium.language.model import ModelPricing
 
 
 @dataclass(frozen=True)

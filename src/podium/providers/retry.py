@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from podium.providers.base import ProviderError, TokenUsage
-from podium.spec.model import RetryConfig
+from podium.language.model import RetryConfig
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 T = TypeVar("T")

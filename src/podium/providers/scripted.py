@@ -157,7 +157,7 @@ class ResponsesFile(BaseModel):
 
 def load_responses(path: Path) -> ResponsesFile:
     """Read a responses file; any problem is a UsageError naming the file and the place."""
-    from podium.spec.source import FileUnreadable, LoadFailure, load_document
+    from podium.language.source import FileUnreadable, LoadFailure, load_document
 
     try:
         doc = load_document(path, environ={})

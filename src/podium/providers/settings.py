@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.providers.catalog import canonical
-from podium.spec.model import ProviderConfig, RuntimeConfig
+from podium.language.model import ProviderConfig, RuntimeConfig
 
 # The key sent to a custom endpoint when none is configured: local servers (Ollama, vLLM, LM
 # Studio) ignore it, and the SDK refuses to start without one.

@@ -21,7 +21,7 @@ from podium.gates.base import GateAnswer, GateAnswerer, GateRequest
 from podium.providers.base import AgentRequest, ProviderRegistry, Reply
 from podium.providers.catalog import Capabilities
 from podium.replay.recording import Recording
-from podium.spec.model import ScriptStep
+from podium.language.model import ScriptStep
 from podium.steps.base import StepCall, StepOutcome
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from podium.providers.base import (
 )
 from podium.providers.pricing import cost_usd, find_price
 from podium.providers.retry import PolicyRetrier, RetryPolicy
-from podium.spec.model import EFFORTS, AgentStep
+from podium.language.model import EFFORTS, AgentStep
 from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
 from podium.steps.schema import (
     SchemaViolation,
@@ -308,7 +308,7 @@ def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
 
 def _unwrap_scalars(value: dict[str, Any], step: AgentStep) -> dict[str, Any]:
     """A scalar field that came back as {field|value|result: scalar} is unwrapped (spec 9.3)."""
-    from podium.spec.model import value_has_type
+    from podium.language.model import value_has_type
 
     out = dict(value)
     for fname, fld in (step.output or {}).items():

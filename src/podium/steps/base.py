@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from podium.engine.state import ContextBuilder, RunState
 from podium.errors import TemplateError
-from podium.spec.model import StepBase, WorkflowFile
+from podium.language.model import StepBase, WorkflowFile
 from podium.templating import RenderFailure, TemplateEngine
 
 # Steps whose templates always see every workflow input, even in explicit mode (spec 5.2).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from podium.errors import RunError
 from podium.events.model import GateAnswered, GateOpened
 from podium.gates.base import GateRequest, GateUnanswerable
-from podium.spec.model import HumanGateStep
+from podium.language.model import HumanGateStep
 from podium.steps.base import StepCall, StepOutcome
 
 

@@ -24,8 +24,8 @@ from typing import IO, Any, TextIO, cast
 
 from podium.errors import LimitExceeded, OutputContractError, StepError, TemplateError
 from podium.events.model import McpCalled
-from podium.spec.diagnostics import did_you_mean
-from podium.spec.model import McpServerConfig, McpStep
+from podium.language.diagnostics import did_you_mean
+from podium.language.model import McpServerConfig, McpStep
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value
 from podium.templating import RenderFailure

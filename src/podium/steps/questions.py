@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from podium.errors import StepError
-from podium.spec.model import Question, QuestionsStep
+from podium.language.model import Question, QuestionsStep
 from podium.steps.base import StepCall, StepOutcome
 
 

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from podium.spec.model import OutputField, value_has_type
+from podium.language.model import OutputField, value_has_type
 
 
 class SchemaViolation(Exception):

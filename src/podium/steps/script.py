@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from podium.errors import LimitExceeded, OutputContractError, StepError
 from podium.events.model import ScriptOutput
-from podium.spec.model import ScriptStep
+from podium.language.model import ScriptStep
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value, json_type_name
 

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from podium.errors import OutputContractError, StepError
-from podium.spec.model import SetStep, json_kind
+from podium.language.model import SetStep, json_kind
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podium.spec.model import TerminateStep
+from podium.language.model import TerminateStep
 from podium.steps.base import StepCall, StepOutcome, Termination
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from podium.errors import LimitExceeded, StepError
-from podium.spec.model import WaitStep, parse_duration
+from podium.language.model import WaitStep, parse_duration
 from podium.steps.base import StepCall, StepOutcome
 
 

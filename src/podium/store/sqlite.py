@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.events.model import Checkpointed, Event
-from podium.spec.model import END
+from podium.language.model import END
 from podium.store.base import (
     Checkpoint,
     GateRecord,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.events.model import RouteTaken
-from podium.spec.model import HumanGateStep, Route, WorkflowFile
+from podium.language.model import HumanGateStep, Route, WorkflowFile
 
 
 @dataclass

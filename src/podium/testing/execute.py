@@ -22,7 +22,7 @@ from podium.events.sinks.jsonl import MemorySink
 from podium.gates.base import GateUnanswerable, ScriptedAnswerer
 from podium.providers.base import ProviderError, ProviderRegistry
 from podium.providers.scripted import ScriptedProvider
-from podium.spec.model import HumanGateStep, ScriptStep
+from podium.language.model import HumanGateStep, ScriptStep
 from podium.steps.base import RunOptions, StepCall, StepOutcome
 from podium.steps.script import execute_script, script_outcome
 from podium.testing.model import LoadedTest, ScriptStub

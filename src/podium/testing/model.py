@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from podium.providers.scripted import Entry, ResponsesFile, _GateEntry
 from podium.replay.recording import Recording
-from podium.spec.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
-from podium.spec.model import END, HumanGateStep, WorkflowFile
-from podium.spec.source import FileUnreadable, LoadFailure, SourceMap, display_path, load_document
+from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
+from podium.language.model import END, HumanGateStep, WorkflowFile
+from podium.language.source import FileUnreadable, LoadFailure, SourceMap, display_path, load_document
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 STATUSES = ("success", "failed", "error", "limit")

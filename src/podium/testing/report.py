@@ -6,7 +6,7 @@ import difflib
 import itertools
 from typing import IO, Any
 
-from podium.spec.source import display_path
+from podium.language.source import display_path
 from podium.testing.coverage import WorkflowCoverage
 from podium.testing.execute import Failure, TestRun
 from podium.testing.expect import first_difference

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from podium.spec.model import McpServerConfig
+from podium.language.model import McpServerConfig
 from podium.tools.base import ToolError, ToolResult, ToolSpec
 
 CONNECT_TIMEOUT = 30.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 
-from podium.spec.model import McpServerConfig
+from podium.language.model import McpServerConfig
 from podium.tools.base import DEFAULT_MAX_CHARS, Tool, Toolbox, ToolError
 from podium.tools.mcp import SEP, McpHub
 from podium.tools.workspace import WORKSPACE_TOOL_NAMES, Workspace

@@ -189,7 +189,7 @@ def graph_for(c: Console, run_id: str) -> dict[str, Any] | None:
 
 def _layout_file(path: Path) -> dict[str, Any]:
     from podium.check.validate import validate_file
-    from podium.spec.source import FileUnreadable
+    from podium.language.source import FileUnreadable
 
     try:
         result = validate_file(path)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.check.graph import RouteGraph
-from podium.spec.model import (
+from podium.language.model import (
     END,
     AgentStep,
     HumanGateStep,

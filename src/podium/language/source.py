@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from podium.spec.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
+from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # a file plus everything it includes

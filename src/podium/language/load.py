@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from podium.spec.diagnostics import (
+from podium.language.diagnostics import (
     Diagnostic,
     DiagnosticSink,
     KeyPath,
@@ -18,7 +18,7 @@ from podium.spec.diagnostics import (
     did_you_mean,
     format_path,
 )
-from podium.spec.model import (
+from podium.language.model import (
     ALL_STEP_KEYS,
     STEP_CLASSES,
     STEP_KEYS,
@@ -29,7 +29,7 @@ from podium.spec.model import (
     WorkflowFile,
     json_kind,
 )
-from podium.spec.source import FileUnreadable, LoadedDocument, LoadFailure, SourceMap, load_document
+from podium.language.source import FileUnreadable, LoadedDocument, LoadFailure, SourceMap, load_document
 
 _ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
 
