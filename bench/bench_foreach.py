@@ -186,8 +186,10 @@ def inprocess_child(workflow: Path, inputs: Path, responses: Path, home: Path,
     import io
 
     os.environ["PODIUM_HOME"] = str(home)
-    from podium.cli.launch import LaunchOptions, make_engine, open_store
-    from podium.cli.run_cmd import load_valid, parse_inputs
+    from podium.app.home import open_store
+    from podium.app.inputs import parse_inputs
+    from podium.app.launch import LaunchOptions, make_engine
+    from podium.app.workflows import load_valid
     from podium.engine.run import file_hash
     from podium.store.base import RunRecord
 

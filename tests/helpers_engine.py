@@ -32,9 +32,9 @@ from podium.gates.base import (
     ScriptedAnswerer,
     SkipGatesAnswerer,
 )
+from podium.language.model import WorkflowFile
 from podium.providers.base import Provider, ProviderRegistry
 from podium.providers.scripted import ResponsesFile, ScriptedProvider, load_responses
-from podium.language.model import WorkflowFile
 from podium.steps.base import RunOptions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +153,7 @@ class Scenario:
 
 def _inputs(wf: WorkflowFile, tmp: Path, inputs: dict[str, Any] | None) -> dict[str, Any]:
     """Inputs checked and defaulted by the CLI's own code (through an --input-file)."""
-    from podium.cli.run_cmd import parse_inputs
+    from podium.app.inputs import parse_inputs
 
     input_file = None
     if inputs:

@@ -73,7 +73,7 @@ class RealRun:
 def run_real(path: Path, *, inputs: dict[str, Any] | None = None, clock: Clock | None = None,
              provider: str | None = None,
              answers: dict[str, list[GateAnswer]] | None = None) -> RealRun:
-    from podium.cli.run_cmd import resolve_inputs
+    from podium.app.inputs import resolve_inputs
 
     wf = load(path)
     clock = clock or FakeClock()

@@ -250,13 +250,13 @@ class RunStoreConformance:
         writer.append_event(history[4])  # route_taken
         assert len(reader.events("r1")) == 3
         assert reader.get_run("r1").iterations == 0
-        writer.save_checkpoint(Checkpoint("r1", 6, "a", "b", {"outputs": {"a": 1}}, 5.0))
         assert reader.latest_checkpoint("r1") is None
         writer.append_event(history[5])  # the checkpoint event commits the step
         assert len(reader.events("r1")) == 6
         cp = reader.latest_checkpoint("r1")
         assert cp is not None
-        assert (cp.seq, cp.step, cp.next_step, cp.state) == (6, "a", "b", {"outputs": {"a": 1}})
+        assert (cp.seq, cp.step, cp.next_step) == (6, "a", "b")
+        assert cp.created_at == history[5].ts
 
     def test_the_last_checkpoint_is_visible_only_with_the_end(
             self, handles: Callable[[], RunStore]) -> None:
@@ -265,10 +265,8 @@ class RunStoreConformance:
         history = _history("r1")
         for event in history[:5]:
             writer.append_event(event)
-        writer.save_checkpoint(Checkpoint("r1", 6, "a", "b", {}, 4.0))
         for event in history[5:9]:
             writer.append_event(event)
-        writer.save_checkpoint(Checkpoint("r1", 10, "b", None, {}, 5.0))
         writer.append_event(history[9])  # checkpoint with next_step None (b terminated)
         assert len(reader.events("r1")) == 8
         cp = reader.latest_checkpoint("r1")
@@ -293,11 +291,12 @@ class RunStoreConformance:
 
     def test_a_later_checkpoint_replaces_the_earlier(self, store: RunStore) -> None:
         store.create_run(_record("r1"))
-        store.save_checkpoint(Checkpoint("r1", 3, "a", "b", {"n": 1}, 1.0))
-        store.save_checkpoint(Checkpoint("r1", 7, "b", "c", {"n": 2, "ü": [None]}, 2.0))
+        store.append_event(_stamp(Checkpointed(step="a", next_step="b", run_iteration=1),
+                                  "r1", 3, 1.0))
+        store.append_event(_stamp(Checkpointed(step="b", next_step="c", run_iteration=2),
+                                  "r1", 7, 2.0))
         store.commit()
-        cp = store.latest_checkpoint("r1")
-        assert cp == Checkpoint("r1", 7, "b", "c", {"n": 2, "ü": [None]}, 2.0)
+        assert store.latest_checkpoint("r1") == Checkpoint("r1", 7, "b", "c", 2.0)
 
     # ------------------------------------------------------------------ gates
 
@@ -360,7 +359,6 @@ class RunStoreConformance:
                                                iterations=0, exit_code=130), "c", 5))
         assert [e["seq"] for e in reader.events("c")] == [1, 2, 3, 5]  # its step dropped
         writer.append_event(a[4])
-        writer.save_checkpoint(Checkpoint("a", 6, "a", "b", {}, 1.0))
         writer.append_event(a[5])  # a's checkpoint commits a's step, with the answer used
         assert [e["seq"] for e in reader.events("a")] == [1, 2, 3, 4, 5, 6]
         assert [g.status for g in reader.gates(run_id="a")] == ["consumed"]
@@ -384,7 +382,7 @@ class RunStoreConformance:
 
     def _start(self, store: Watched, path: Path) -> Any:
         """Run a workflow as `podium run` wires it (sink, checkpointer, parked gates)."""
-        from podium.cli.launch import LaunchOptions, make_engine
+        from podium.app.launch import LaunchOptions, make_engine
         from podium.engine.run import file_hash
         from podium.language.load import load_workflow
 
@@ -398,11 +396,12 @@ class RunStoreConformance:
 
     def _resume(self, store: Watched) -> int:
         """Resume the run as `podium resume` / `podium gate answer` do."""
-        from podium.cli.resume_cmd import ResumeRequest, resume_run
+        from podium.app.runs import ResumeRequest, resume_run
 
         assert store.run_id is not None
-        return resume_run(store, store.get_run(store.run_id),  # type: ignore[arg-type]
+        done = resume_run(store, store.run_id,  # type: ignore[arg-type]
                           ResumeRequest(store.run_id, verbosity=0))
+        return done.result.exit_code
 
     def test_a_run_with_a_parked_gate_commits_consistently(
             self, handles: Callable[[], RunStore], tmp_path: Path) -> None:

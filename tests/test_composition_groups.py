@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helpers_engine import load, run_workflow, write
-from podium.cli.run_cmd import parse_inputs
+from podium.app.inputs import parse_inputs
 from podium.engine.clock import FakeClock
 from podium.engine.run import Engine
 from podium.errors import LimitExceeded, StepError

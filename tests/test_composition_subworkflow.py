@@ -762,18 +762,17 @@ class _InProcess:
 
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                  opener: Callable[[Path], SQLiteStore] = SQLiteStore) -> None:
-        from podium.cli import launch, resume_cmd
+        from podium.app import home
 
         write(tmp_path, APPROVAL, "approval.yaml")
         self.parent = write(tmp_path, FAN, "fan.yaml")
         self.db = tmp_path / "home" / "podium.db"
         monkeypatch.setenv("PODIUM_HOME", str(self.db.parent))
 
-        def open_store(*, verify: bool = True) -> SQLiteStore:
+        def open_store(*, verify: bool | None = None) -> SQLiteStore:
             return opener(self.db)
 
-        monkeypatch.setattr(launch, "open_store", open_store)
-        monkeypatch.setattr(resume_cmd, "open_store", open_store)
+        monkeypatch.setattr(home, "open_store", open_store)
 
     def run(self) -> int:
         from podium.cli.run_cmd import RunRequest, run_command

@@ -24,7 +24,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from podium.cli.launch import process_start
+from podium.app.owners import process_start
 from podium.events.model import RunStarted, StepFinished, StepStarted
 from podium.store.base import GateRecord, RunRecord
 from podium.store.sqlite import SQLiteStore

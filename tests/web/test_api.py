@@ -214,7 +214,7 @@ def test_stop_a_running_run(tmp_path: Path) -> None:
             live.stop()
 
 
-def test_a_dead_run_shows_stale_and_stop_marks_it_interrupted(tmp_path: Path) -> None:
+def test_a_dead_run_shows_interrupted_and_stop_marks_it_so(tmp_path: Path) -> None:
     import os
     import signal
 
@@ -231,7 +231,8 @@ def test_a_dead_run_shows_stale_and_stop_marks_it_interrupted(tmp_path: Path) ->
     live = start_console(home)
     try:
         c = live.client()
-        assert c.get(f"/api/runs/{rid}").json()["run"]["state"] == "stale"
+        run = c.get(f"/api/runs/{rid}").json()["run"]
+        assert (run["state"], run["status"], run["live"]) == ("interrupted", "running", False)
         assert c.post(f"/api/runs/{rid}/stop", {}).json()["signalled"] is None
         assert store_row(home, rid)["status"] == "interrupted"
     finally:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from jinja2 import nodes
 
+from podium.language.diagnostics import KeyPath, closest, did_you_mean
+from podium.language.model import AgentStep, ProviderConfig
 from podium.providers.catalog import (
     PROVIDERS,
     RUNTIME_CAPABILITIES,
@@ -29,8 +31,6 @@ from podium.providers.catalog import (
     known_names,
     tool_problem,
 )
-from podium.language.diagnostics import KeyPath, closest, did_you_mean
-from podium.language.model import AgentStep, ProviderConfig
 from podium.templating import RenderFailure, is_template
 
 if TYPE_CHECKING:

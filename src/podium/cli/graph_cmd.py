@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from podium.cli import exitcodes
+from podium import exitcodes
 
 
 def graph_command(file: Path, output_format: str) -> int:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from typer.models import CommandInfo
 
-from podium.cli.exitcodes import EXIT_CODES_HELP
+from podium.exitcodes import EXIT_CODES_HELP
 
 app = typer.Typer(
     name="podium",
@@ -102,9 +102,9 @@ def run(
     req = RunRequest(file, inputs or [], input_file, skip_gates, responses, json_out, verbosity,
                      provider, events, record=not no_record)
     if web:
-        from podium.web.server import run_with_console
+        from podium.web.server import ConsoleHooks
 
-        raise typer.Exit(run_with_console(req))
+        raise typer.Exit(run_command(req, hooks=ConsoleHooks(req)))
     raise typer.Exit(run_command(req))
 
 

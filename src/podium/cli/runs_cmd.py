@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 import time
 from typing import Any
 
-from podium.cli import exitcodes
+from podium import exitcodes
 from podium.errors import PodiumError
 from podium.store.base import RunRecord
 
@@ -41,17 +39,21 @@ def _guard(fn: Any) -> int:
 
 
 def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str) -> int:
-    from podium.cli.launch import open_store
+    from podium.app.home import open_store
 
     def body() -> int:
+        from podium.app.runs import list_runs
+
         store = open_store(verify=False)
         try:
-            rows = store.list_runs(status=status, workflow=workflow, limit=limit)
+            found = list_runs(store, status=status, workflow=workflow, limit=limit)
         finally:
             store.close()
+        rows = [r for r, _ in found]
+        shown = {r.id: lv.status for r, lv in found}
         if fmt == "json":
             out = [{"id": r.id, "workflow": r.workflow_name, "workflow_path": r.workflow_path,
-                    "status": r.status, "current_step": r.current_step,
+                    "status": shown[r.id], "current_step": r.current_step,
                     "created_at": r.created_at, "updated_at": r.updated_at,
                     "finished_at": r.finished_at, "iterations": r.iterations,
                     "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
@@ -69,28 +71,35 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str)
         table = [header]
         for r in rows:
             mark = " ▲" if r.status == "waiting" else ""
-            table.append((r.id, r.workflow_name, r.status + mark, r.current_step or "-",
+            table.append((r.id, r.workflow_name, shown[r.id] + mark, r.current_step or "-",
                           _age(now - r.created_at), str(r.input_tokens + r.output_tokens),
                           _cost(r)))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
                              .rstrip() + "\n")
+        stopped = [r.id for r in rows if shown[r.id] == "interrupted"]
+        if stopped:
+            sys.stdout.write(f"interrupted runs resume with: podium resume {stopped[0]}"
+                             + (" (and likewise the others)" if len(stopped) > 1 else "") + "\n")
         return exitcodes.OK
 
     return _guard(body)
 
 
 def show_command(run_id: str, fmt: str) -> int:
-    from podium.cli.launch import open_store
+    from podium.app.home import open_store
     from podium.store.restore import fold_events
 
     def body() -> int:
+        from podium.app.owners import liveness
+
         store = open_store(verify=False)
         try:
             run = store.find_run(run_id)
             events = store.events(run.id)
             gates = store.gates(run_id=run.id, status="open")
+            live = liveness(store, run)
         finally:
             store.close()
         state = fold_events(events)
@@ -111,7 +120,8 @@ def show_command(run_id: str, fmt: str) -> int:
                     row["cost_usd"] += e["cost_usd"]
         if fmt == "json":
             sys.stdout.write(json.dumps({
-                "run": run.to_json(),
+                "run": dict(run.to_json(), status=live.status, live=live.live,
+                            owner=None if live.lease is None else live.lease.owner.__dict__),
                 "steps": [{"step": r.step, "type": r.step_type, "iteration": r.iteration,
                            "output": r.output, "route_to": r.route_to, "elapsed": r.elapsed}
                           for r in state.records],
@@ -120,7 +130,12 @@ def show_command(run_id: str, fmt: str) -> int:
             }, indent=2, default=str) + "\n")
             return exitcodes.OK
         w = sys.stdout.write
-        w(f"run {run.id} · {run.workflow_name} · {run.status}\n")
+        w(f"run {run.id} · {run.workflow_name} · {live.status}\n")
+        if live.interrupted:
+            w(f"its process is gone (killed or crashed); continue it with: podium resume "
+              f"{run.id}\n")
+        elif live.live and live.lease is not None:
+            w(f"advanced by pid {live.lease.owner.pid} on {live.lease.owner.host}\n")
         w(f"workflow: {run.workflow_path}\n")
         w(f"inputs: {json.dumps(run.inputs, ensure_ascii=False)}\n")
         if run.parent_run_id:
@@ -154,7 +169,7 @@ def show_command(run_id: str, fmt: str) -> int:
 
 
 def events_command(run_id: str, after: int) -> int:
-    from podium.cli.launch import open_store
+    from podium.app.home import open_store
 
     def body() -> int:
         store = open_store(verify=False)
@@ -172,45 +187,23 @@ def events_command(run_id: str, after: int) -> int:
 
 
 def stop_command(run_id: str, wait: float) -> int:
-    from podium.cli.launch import ancestors, open_store, process_start
+    from podium.app.home import open_store
+    from podium.app.runs import stop_run
 
     def body() -> int:
-        store = open_store()
+        store = open_store(verify=False)
         try:
-            run = store.find_run(run_id)
-            if run.status != "running":
-                sys.stdout.write(f"run {run.id} is not running (status: {run.status})\n")
-                return exitcodes.OK
-            pid = run.pid
-            if pid is None or process_start(pid) is None or process_start(pid) != run.pid_start:
-                sys.stdout.write(f"run {run.id} has no live process (it was killed?); it stays "
-                                 f"resumable: podium resume {run.id}\n")
-                store.update_run(run.id, status="interrupted")
-                return exitcodes.OK
-            if pid in ancestors():
-                sys.stderr.write(f"podium stop: run {run.id} is this very process (pid {pid}); "
-                                 "not stopping it\n")
-                return exitcodes.INVALID
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if store.get_run(run.id).status != "running":
-                    break
-                if process_start(pid) != run.pid_start:
-                    break
-                time.sleep(0.05)
-            final = store.get_run(run.id).status
+            stopped = stop_run(store, run_id, wait=wait)
         finally:
             store.close()
-        sys.stdout.write(f"run {run.id} stopped (status: {final}); resume it with "
-                         f"podium resume {run.id}\n")
-        return exitcodes.OK if final != "running" else exitcodes.RUNTIME_ERROR
+        sys.stdout.write(stopped.message + "\n")
+        return exitcodes.RUNTIME_ERROR if stopped.status == "running" else exitcodes.OK
 
     return _guard(body)
 
 
 def gate_list_command(fmt: str) -> int:
-    from podium.cli.launch import open_store
+    from podium.app.home import open_store
 
     def body() -> int:
         store = open_store(verify=False)

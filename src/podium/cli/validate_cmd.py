@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from podium import exitcodes
 from podium.check.validate import validate_file
-from podium.cli import exitcodes
 from podium.language.diagnostics import Diagnostic
 from podium.language.source import FileUnreadable
 

@@ -25,6 +25,7 @@ from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, Tem
 from podium.events.bus import EventBus
 from podium.events.model import (
     BudgetExceeded,
+    Checkpointed,
     GateAnswered,
     GateOpened,
     LimitReached,
@@ -37,7 +38,6 @@ from podium.events.model import (
     StepStarted,
 )
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
-from podium.providers.base import ProviderRegistry
 from podium.language.model import (
     END,
     ForEachGroup,
@@ -47,6 +47,7 @@ from podium.language.model import (
     TerminateStep,
     WorkflowFile,
 )
+from podium.providers.base import ProviderRegistry
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Termination, Usage
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
@@ -62,12 +63,6 @@ class StepObserver(Protocol):
 
     def after_route(self, engine: Engine, record: StepRecord,
                     evaluated: list[dict[str, Any]]) -> None: ...
-
-
-class Checkpointer(Protocol):
-    """Observes committed progress (the run store implements it)."""
-
-    def committed(self, run: Engine, next_node: str | None) -> None: ...
 
 
 @dataclass
@@ -127,7 +122,9 @@ class Engine:
         self.services = RunServices(workflow, self.path, TemplateEngine(),
                                     ContextBuilder(info, groups), self.state, self.bus,
                                     self.clock, providers, answerer, self.options, self.run_id)
-        self.checkpointer: Checkpointer | None = None
+        # Emit a `checkpoint` event after each completed step: the commit point of a run that
+        # is kept in a store (the store commits the step's events with it).
+        self.checkpoints = False
         self.parker: Callable[[GateRequest], None] | None = None
         self.usage_by_step: dict[str, Usage] = {}
         self.spent_usd = 0.0
@@ -203,8 +200,7 @@ class Engine:
                 if outcome.termination is not None:
                     return self._terminate(step, outcome)
                 nxt, last_route = self._route(step, outcome)
-                if self.checkpointer is not None:
-                    self.checkpointer.committed(self, nxt)
+                self._commit(nxt)
                 # limits are checked once the step is committed: a step that passed the
                 # budget or the timeout is kept, never run (and paid for) twice
                 self._check_budget(step.name)
@@ -366,6 +362,13 @@ class Engine:
         self._observe_route(record, decision.evaluated)
         return decision.target, route
 
+    def _commit(self, next_node: str | None) -> None:
+        """The commit point after a completed step: where the run stands and goes on."""
+        if self.checkpoints:
+            last = self.state.records[-1].step if self.state.records else None
+            self.bus.emit(Checkpointed(step=last, next_step=next_node,
+                                       run_iteration=self.state.run_iteration))
+
     def _observe_route(self, record: StepRecord, evaluated: list[dict[str, Any]]) -> None:
         if self.observer is not None:
             self.observer.after_route(self, record, evaluated)
@@ -500,8 +503,7 @@ class Engine:
                    outcome: StepOutcome) -> RunResult:
         term = outcome.termination
         assert term is not None
-        if self.checkpointer is not None:
-            self.checkpointer.committed(self, None)
+        self._commit(None)
         template = getattr(step, "output_template", None)
         if template:
             ctx = self.services.full_context()

@@ -150,8 +150,10 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     child.bus.parent_run_id = parent.run_id
     for sink in parent.bus.sinks:
         child.bus.add(sink)
+    for committer in parent.bus.committers:
+        child.bus.add_committer(committer)
     child.store = parent.store
-    child.checkpointer = parent.checkpointer
+    child.checkpoints = parent.checkpoints
     parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
     if parent.parker is not None:
         outer = parent.parker

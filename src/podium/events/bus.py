@@ -1,7 +1,10 @@
 """The event bus: stamps each event with run id, sequence and time, and hands it to sinks.
 
-A sink that raises is reported once on stderr and then skipped for the rest of the run; it can
-never break the run or stop the other sinks.
+Two kinds of sink. The committer (the run store) gets each event first, and when it raises
+the run stops: the error is re-raised to the emitter, and every later emit raises it again, so
+a step that caught it cannot go on unrecorded. Observers (the console, the JSONL copy, traces)
+may fail: one that raises is reported once on stderr and skipped for the rest of the run; it
+never breaks the run or stops the other sinks.
 """
 
 from __future__ import annotations
@@ -30,24 +33,39 @@ class EventBus:
         self.seq = start_seq
         self.parent_run_id = parent_run_id
         self.sinks: list[Sink] = []
+        self.committers: list[Sink] = []
+        self.failure: BaseException | None = None  # a committer's error: the run must stop
         self._broken: set[int] = set()
         self._lock = threading.Lock()
         self.drop: frozenset[str] = frozenset()  # event types not to record
         self.redact: dict[str, str] = {}  # secret values, by name, never to record
 
     def add(self, sink: Sink) -> None:
+        """An observer: it may fail, with a warning."""
         self.sinks.append(sink)
+
+    def add_committer(self, sink: Sink) -> None:
+        """The sink that commits the run: its failure stops the run."""
+        self.committers.append(sink)
 
     def emit(self, event: Event) -> Event:
         if event.type in self.drop:
             return event
         with self._lock:
+            if self.failure is not None:
+                raise self.failure
             self.seq += 1
             stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
                                                "ts": self.clock.now(),
                                                "parent_run_id": self.parent_run_id})
             if self.redact:
                 stamped = self._redacted(stamped)
+            for committer in self.committers:
+                try:
+                    committer.handle(stamped)
+                except Exception as exc:
+                    self.failure = exc
+                    raise
             for i, sink in enumerate(self.sinks):
                 if i in self._broken:
                     continue
@@ -77,7 +95,7 @@ class EventBus:
         return parse_event(json.loads(clean))
 
     def close(self) -> None:
-        for sink in self.sinks:
+        for sink in [*self.committers, *self.sinks]:
             try:
                 sink.close()
             except Exception as exc:

@@ -29,7 +29,13 @@ from podium.language.model import (
     WorkflowFile,
     json_kind,
 )
-from podium.language.source import FileUnreadable, LoadedDocument, LoadFailure, SourceMap, load_document
+from podium.language.source import (
+    FileUnreadable,
+    LoadedDocument,
+    LoadFailure,
+    SourceMap,
+    load_document,
+)
 
 _ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
 

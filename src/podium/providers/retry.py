@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from podium.providers.base import ProviderError, TokenUsage
 from podium.language.model import RetryConfig
+from podium.providers.base import ProviderError, TokenUsage
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 T = TypeVar("T")

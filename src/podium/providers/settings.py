@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.providers.catalog import canonical
 from podium.language.model import ProviderConfig, RuntimeConfig
+from podium.providers.catalog import canonical
 
 # The key sent to a custom endpoint when none is configured: local servers (Ollama, vLLM, LM
 # Studio) ignore it, and the SDK refuses to start without one.

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from podium.engine.state import StepRecord
 from podium.errors import RunError
 from podium.gates.base import GateAnswer, GateAnswerer, GateRequest
+from podium.language.model import ScriptStep
 from podium.providers.base import AgentRequest, ProviderRegistry, Reply
 from podium.providers.catalog import Capabilities
 from podium.replay.recording import Recording
-from podium.language.model import ScriptStep
 from podium.steps.base import StepCall, StepOutcome
 
 if TYPE_CHECKING:

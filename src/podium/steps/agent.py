@@ -19,6 +19,7 @@ from typing import Any
 
 from podium.errors import OutputContractError, StepError
 from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
+from podium.language.model import EFFORTS, AgentStep
 from podium.providers.base import (
     AgentRequest,
     Provider,
@@ -29,7 +30,6 @@ from podium.providers.base import (
 )
 from podium.providers.pricing import cost_usd, find_price
 from podium.providers.retry import PolicyRetrier, RetryPolicy
-from podium.language.model import EFFORTS, AgentStep
 from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
 from podium.steps.schema import (
     SchemaViolation,

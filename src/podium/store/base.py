@@ -1,12 +1,14 @@
 """The RunStore port: runs, their events, checkpoints and gates, whatever the database.
 
-A store is also an event sink and the engine's checkpointer: events of a step in flight are
-written in one transaction with the checkpoint that completes the step, so the store never
-says a step completed unless the state after it is committed too.
+A store is the run's committer, fed by its events: the events of a step in flight are written
+in one transaction with the `checkpoint` event that completes the step, so the store never says
+a step completed unless the run's position after it is committed too. A write that fails raises
+StoreError and stops the run; the store is never a best-effort sink.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,7 +17,8 @@ from podium.events.model import Event
 
 
 class StoreError(PodiumError):
-    """The run store cannot be used (corrupt, unreadable, newer schema)."""
+    """The run store cannot be used (corrupt, unreadable, newer schema), or a write to it
+    failed (disk full, file size limit, I/O error): the run stops, exit code 3."""
 
     exit_code = 3
 
@@ -61,12 +64,49 @@ class RunRecord:
 
 @dataclass
 class Checkpoint:
+    """Where a run stands after its last committed step: the events up to `seq` hold its
+    state (resume folds them), `next_step` is where it goes on."""
+
     run_id: str
     seq: int
     step: str | None
     next_step: str | None
-    state: dict[str, Any]
     created_at: float
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process that advances runs: its pid with the kernel's start time of that pid (a pid
+    alone may be reused), the host it runs on, and what it was asked to do."""
+
+    pid: int
+    pid_start: float
+    host: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Which process advances a run, and when it last said it was alive."""
+
+    run_id: str
+    owner: Owner
+    acquired_at: float
+    heartbeat_at: float
+
+
+class RunOwned(PodiumError):
+    """Another live process advances this run."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, lease: Lease) -> None:
+        super().__init__(message)
+        self.lease = lease
+
+
+# Tells whether a lease's owner is still alive (the application layer's one rule for it).
+Liveness = Callable[[Lease], bool]
 
 
 @dataclass
@@ -88,13 +128,16 @@ class GateRecord:
 class RunStore(Protocol):
     """What podium needs from a run store; tests/store_conformance.py pins the behaviour."""
 
-    def create_run(self, record: RunRecord) -> None: ...
+    def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
+        """Record a new run; with `owner`, leased to it in the same transaction."""
+        ...
 
     def get_run(self, run_id: str) -> RunRecord: ...
 
     def find_run(self, prefix: str) -> RunRecord: ...
 
-    def list_runs(self, *, status: str | None = None, workflow: str | None = None,
+    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
+                  workflow: str | None = None,
                   limit: int = 50, parent: str | None = None) -> list[RunRecord]: ...
 
     def update_run(self, run_id: str, **fields: Any) -> None: ...
@@ -102,8 +145,6 @@ class RunStore(Protocol):
     def append_event(self, event: Event) -> None: ...
 
     def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]: ...
-
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
 
     def latest_checkpoint(self, run_id: str) -> Checkpoint | None: ...
 
@@ -123,9 +164,20 @@ class RunStore(Protocol):
         """The store as an event sink (same as append_event)."""
         ...
 
-    def committed(self, engine: Any, next_node: str | None) -> None:
-        """The engine's Checkpointer hook: commit the state after a completed step."""
+    def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
+        """Take the run for `owner`, atomically; raise RunOwned when another owner that
+        `alive` says is alive holds it (a lease of a dead owner is taken over)."""
         ...
+
+    def heartbeat(self, run_id: str, owner: Owner) -> bool:
+        """Say the owner is alive; False when it no longer holds the lease."""
+        ...
+
+    def release_lease(self, run_id: str, owner: Owner) -> None: ...
+
+    def lease(self, run_id: str) -> Lease | None: ...
+
+    def leases(self) -> list[Lease]: ...
 
     def commit(self) -> None: ...
 

@@ -9,10 +9,15 @@ run, in memory, and written in one short transaction when the run reaches its co
 runs in flight at once (the sub-workflows of a group, each in its own thread) commit or drop
 their own pending step, never another's. A file that is not a valid database (wrong header,
 truncated, unreadable rows) is reported and never overwritten.
+
+The store is the run's committer: a write that fails (disk full, the file size limit, an I/O
+error) raises StoreError, which stops the run, and every later write of this handle raises the
+same error; nothing is written half. Only SQLite opens the file (store/files.py says why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -23,86 +28,24 @@ from typing import Any
 
 from podium.events.model import Checkpointed, Event
 from podium.language.model import END
+from podium.store import files
 from podium.store.base import (
     Checkpoint,
     GateRecord,
+    Lease,
+    Liveness,
+    Owner,
     RunNotFound,
+    RunOwned,
     RunRecord,
     StoreError,
 )
+from podium.store.schema import MIGRATIONS, SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
-
-MIGRATIONS: list[str] = [
-    # 1: runs, events, checkpoints, gates
-    """
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY,
-        workflow_name TEXT NOT NULL,
-        workflow_path TEXT NOT NULL,
-        workflow_hash TEXT NOT NULL,
-        inputs TEXT NOT NULL,
-        status TEXT NOT NULL,
-        current_step TEXT,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        finished_at REAL,
-        iterations INTEGER NOT NULL DEFAULT 0,
-        input_tokens INTEGER NOT NULL DEFAULT 0,
-        output_tokens INTEGER NOT NULL DEFAULT 0,
-        cost_usd REAL NOT NULL DEFAULT 0,
-        cost_partial INTEGER NOT NULL DEFAULT 0,
-        exit_code INTEGER,
-        output TEXT,
-        error TEXT,
-        terminal TEXT,
-        reason TEXT,
-        parent_run_id TEXT,
-        forked_from TEXT,
-        pid INTEGER,
-        pid_start TEXT,
-        last_seq INTEGER NOT NULL DEFAULT 0,
-        options TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX runs_by_created ON runs(created_at);
-    CREATE INDEX runs_by_parent ON runs(parent_run_id);
-    CREATE TABLE events (
-        run_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        ts REAL NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-    CREATE TABLE checkpoints (
-        run_id TEXT PRIMARY KEY,
-        seq INTEGER NOT NULL,
-        step TEXT,
-        next_step TEXT,
-        state TEXT NOT NULL,
-        created_at REAL NOT NULL
-    );
-    CREATE TABLE gates (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        run_id TEXT NOT NULL,
-        step TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        prompt TEXT NOT NULL,
-        options TEXT NOT NULL,
-        status TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        answer TEXT,
-        additional_input TEXT NOT NULL DEFAULT '{}',
-        answered_by TEXT,
-        answered_at REAL
-    );
-    CREATE INDEX gates_by_status ON gates(status, run_id);
-    """,
-]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
 
 # Events that complete a step wait for the checkpoint's commit.
 _DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
-_HEADER = b"SQLite format 3\x00"
 _JSON_COLUMNS = frozenset({"inputs", "output", "options"})
 _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 
@@ -134,31 +77,42 @@ def _defers(event: Event) -> bool:
 class SQLiteStore:
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
 
-    def __init__(self, path: Path, *, verify: bool = False) -> None:
+    def __init__(self, path: Path, *, verify: bool | None = None) -> None:
+        """Open (or create) the store. `verify`: True checks every page first (podium
+        doctor), None checks them only when the last process to use the file did not close
+        it (killed, crashed), False never."""
         self.path = path
         self._lock = threading.RLock()
         self._pending: dict[str, _Pending] = {}  # by run id: writes waiting for a commit
         self._closed = False
+        self._failed: StoreError | None = None  # set by the first write that failed
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the run store folder {path.parent}: {exc}") from None
-        self._check_header()
+            raise StoreError(f"cannot create the run store folder {path.parent}: "
+                             f"{exc.strerror or exc}") from None
+        with files.opening():  # no other thread of this process connects in between
+            try:
+                files.check_file(path)
+            except files.FileProblem as exc:
+                raise self._untouched(str(exc)) from None
+            unclean = verify is None and files.closed_uncleanly(path)
+            try:
+                self.db = files.connect(path)
+            except sqlite3.Error as exc:
+                raise self._corrupt(exc) from None
         try:
-            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
-                                      timeout=10.0)
-        except sqlite3.Error as exc:
-            raise self._corrupt(exc) from None
-        try:
-            self.db.execute("PRAGMA busy_timeout=10000")
             self._check_version()
-            if verify:
+            if verify or unclean:
                 self._verify()
             mode = self.db.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None:
                 raise sqlite3.DatabaseError("cannot set the journal mode")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
+            # check each b-tree page as it is read: a damaged page is refused before a
+            # write lands on it (the whole-file check is `podium doctor`'s)
+            self.db.execute("PRAGMA cell_size_check=ON")
             self._migrate()
         except BaseException as exc:
             self.db.close()
@@ -167,46 +121,6 @@ class SQLiteStore:
             raise
 
     # ------------------------------------------------------------------ opening
-
-    def _check_header(self) -> None:
-        """Refuse, before SQLite touches it, a file that is not a whole SQLite database: SQLite
-        itself reads a cut-off last page as zeros, and would write over the damage."""
-        if not self.path.exists():
-            return
-        try:
-            with self.path.open("rb") as fh:
-                head = fh.read(100)
-                size = fh.seek(0, 2)
-        except OSError as exc:
-            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
-        if not head:
-            return  # an empty file holds nothing yet (SQLite starts a database in it)
-        if not (_HEADER.startswith(head) if len(head) < 16 else head[:16] == _HEADER):
-            raise self._untouched("is not a SQLite database (corrupted?)")
-        if len(head) < 100:
-            raise self._untouched(f"is truncated ({size} bytes, shorter than its header)")
-        page = int.from_bytes(head[16:18], "big")
-        page = 65536 if page == 1 else page
-        if page < 512 or page & (page - 1):
-            raise self._untouched("is corrupted (its header names an impossible page size)")
-        pages = int.from_bytes(head[28:32], "big")
-        counted = head[24:28] == head[92:96]  # the header's page count is current
-        if self._wal_pending():
-            return  # SQLite recovers from the log; the file may be mid-checkpoint
-        if size % page:
-            raise self._untouched(f"is truncated ({size} bytes, not a whole number of "
-                                  f"{page}-byte pages)")
-        if counted and size < pages * page:
-            raise self._untouched(f"is truncated ({size} bytes; its header says {pages} pages "
-                                  f"of {page} bytes)")
-
-    def _wal_pending(self) -> bool:
-        """A non-empty write-ahead log may hold pages a crashed checkpoint had not copied."""
-        wal = self.path.with_name(self.path.name + "-wal")
-        try:
-            return wal.stat().st_size > 0
-        except OSError:
-            return False
 
     def _untouched(self, what: str) -> StoreError:
         return StoreError(f"the run store {self.path} {what}. It was left untouched: move it "
@@ -241,7 +155,7 @@ class SQLiteStore:
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
-            self.db.execute("SELECT count(*) FROM runs").fetchone()
+            self.db.execute("SELECT 1 FROM runs LIMIT 1").fetchone()  # not count(*): O(1)
             return
         for number in range(version, SCHEMA_VERSION):
             self.db.execute("BEGIN IMMEDIATE")
@@ -273,15 +187,20 @@ class SQLiteStore:
         writes = [w for p in batches for w in p.writes]
         if not writes:
             return
-        self._write("BEGIN", ())
+        self._write("BEGIN IMMEDIATE", ())
         try:
             for sql, params in writes:
                 self._write(sql, params)
             self._write("COMMIT", ())
         except BaseException:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _rollback(self) -> None:
+        if self.db.in_transaction:
+            # SQLite may have rolled back itself (a full disk, an I/O error)
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
 
     def commit(self) -> None:
         """Write whatever any run left pending."""
@@ -289,10 +208,24 @@ class SQLiteStore:
             self._flush(list(self._pending))
 
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
+        if self._failed is not None:
+            raise self._failed
         try:
             return self.db.execute(sql, params)
         except sqlite3.Error as exc:
-            raise self._corrupt(exc) from None
+            failed = self._write_failed(exc)
+            if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
+                self._failed = failed  # the run stops here; nothing more is written
+            raise failed from None
+
+    def _write_failed(self, exc: sqlite3.Error) -> StoreError:
+        """A failed write: a damaged file is left alone; anything else (disk full, the file
+        size limit, an I/O error) is named with its reason."""
+        text = str(exc)
+        if isinstance(exc, sqlite3.DatabaseError) and any(
+                w in text for w in ("malformed", "not a database", "locked")):
+            return self._corrupt(exc)
+        return StoreError(f"cannot write to the run store {self.path}: {text}")
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._lock:
@@ -305,15 +238,25 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ runs
 
-    def create_run(self, record: RunRecord) -> None:
+    def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
+        """Record a new run; with `owner`, leased to it in the same transaction (a run is
+        never seen without the process that advances it)."""
         now = time.time()
         record.created_at = record.created_at or now
         record.updated_at = now
         values = [(_dumps(getattr(record, c)) if c in _JSON_COLUMNS else getattr(record, c))
                   for c in _RUN_COLUMNS]
         with self._lock:
-            self._write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
-                        f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
+            self._write("BEGIN IMMEDIATE", ())
+            try:
+                self._write(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+                            f"({', '.join('?' * len(_RUN_COLUMNS))})", values)
+                if owner is not None:
+                    self._insert_lease(record.id, owner, now)
+                self._write("COMMIT", ())
+            except BaseException:
+                self._rollback()
+                raise
 
     def _loads(self, text: str, what: str) -> Any:
         try:
@@ -352,11 +295,15 @@ class SQLiteStore:
             raise RunNotFound(f"'{prefix}' matches several runs ({ids}); give more of the id")
         return self._record(rows[0])
 
-    def list_runs(self, *, status: str | None = None, workflow: str | None = None,
+    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
+                  workflow: str | None = None,
                   limit: int = 50, parent: str | None = None) -> list[RunRecord]:
         where: list[str] = []
         params: list[Any] = []
-        if status:
+        if isinstance(status, tuple):
+            where.append(f"status IN ({', '.join('?' * len(status))})")
+            params += list(status)
+        elif status:
             where.append("status = ?")
             params.append(status)
         if workflow:
@@ -401,6 +348,13 @@ class SQLiteStore:
                 ("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
                  (event.run_id, event.seq, event.type, event.ts, event.model_dump_json())))
             pending.writes.extend(self._summarise(event))
+            if isinstance(event, Checkpointed):  # the commit point of the step before it
+                pending.writes.append((
+                    "INSERT INTO checkpoints (run_id, seq, step, next_step, created_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                    "seq = excluded.seq, step = excluded.step, "
+                    "next_step = excluded.next_step, created_at = excluded.created_at",
+                    (event.run_id, event.seq, event.step, event.next_step, event.ts)))
             if not _defers(event):
                 pending.writes.append(("UPDATE runs SET last_seq = ?, updated_at = ? "
                                        "WHERE id = ?", (event.seq, event.ts, event.run_id)))
@@ -447,38 +401,12 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        with self._lock:
-            pending = self._pending_of(checkpoint.run_id)
-            pending.checkpoint = True
-            pending.writes.append((
-                "INSERT INTO checkpoints (run_id, seq, step, next_step, state, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-                "seq = excluded.seq, step = excluded.step, next_step = excluded.next_step, "
-                "state = excluded.state, created_at = excluded.created_at",
-                (checkpoint.run_id, checkpoint.seq, checkpoint.step,
-                 checkpoint.next_step, _dumps(checkpoint.state), checkpoint.created_at)))
-
     def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
         rows = self._read("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))
         if not rows:
             return None
         r = rows[0]
-        return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"],
-                          self._loads(r["state"], f"the checkpoint of run {run_id}"),
-                          r["created_at"])
-
-    def committed(self, engine: Any, next_node: str | None) -> None:
-        """The engine's Checkpointer hook: commit the state after a completed step."""
-        state = engine.state.to_json()
-        state.pop("records", None)
-        if engine.bus.redact:  # secrets are never stored, in checkpoints either
-            state = json.loads(engine.bus.redact_json(_dumps(state)))
-        last = engine.state.records[-1].step if engine.state.records else None
-        self.save_checkpoint(Checkpoint(engine.run_id, engine.bus.seq + 1, last, next_node,
-                                        state, time.time()))
-        engine.bus.emit(Checkpointed(step=last, next_step=next_node,
-                                     run_iteration=engine.state.run_iteration))
+        return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"], r["created_at"])
 
     # ------------------------------------------------------------------ gates
 
@@ -540,6 +468,63 @@ class SQLiteStore:
             out.append(GateRecord(**r))
         return out
 
+    # ------------------------------------------------------------------ leases
+
+    def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
+        """Take the run for `owner` in one write transaction: two processes asking at once
+        are serialised by SQLite's write lock, so one of them finds the other's lease."""
+        now = time.time()
+        with self._lock:
+            self._write("BEGIN IMMEDIATE", ())
+            try:
+                held = self._lease_rows("WHERE run_id = ?", (run_id,))
+                if held and held[0].owner != owner and alive(held[0]):
+                    self._rollback()
+                    other = held[0].owner
+                    raise RunOwned(f"run {run_id} is still running in another process (pid "
+                                   f"{other.pid} on {other.host}, `podium {other.command}`); "
+                                   f"wait for it, or stop it with podium stop {run_id}",
+                                   held[0])
+                self._insert_lease(run_id, owner, now)
+                self._write("COMMIT", ())
+            except BaseException:
+                self._rollback()
+                raise
+        return Lease(run_id, owner, now, now)
+
+    def _insert_lease(self, run_id: str, owner: Owner, now: float) -> None:
+        self._write("INSERT INTO leases (run_id, pid, pid_start, host, command, acquired_at, "
+                    "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE "
+                    "SET pid = excluded.pid, pid_start = excluded.pid_start, "
+                    "host = excluded.host, command = excluded.command, "
+                    "acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at",
+                    (run_id, owner.pid, owner.pid_start, owner.host, owner.command, now, now))
+
+    def heartbeat(self, run_id: str, owner: Owner) -> bool:
+        with self._lock:
+            cur = self._write("UPDATE leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ? "
+                              "AND pid_start = ? AND host = ?",
+                              (time.time(), run_id, owner.pid, owner.pid_start, owner.host))
+            return cur.rowcount == 1
+
+    def release_lease(self, run_id: str, owner: Owner) -> None:
+        with self._lock:
+            self._write("DELETE FROM leases WHERE run_id = ? AND pid = ? AND pid_start = ? "
+                        "AND host = ?", (run_id, owner.pid, owner.pid_start, owner.host))
+
+    def lease(self, run_id: str) -> Lease | None:
+        found = self._lease_rows("WHERE run_id = ?", (run_id,))
+        return found[0] if found else None
+
+    def leases(self) -> list[Lease]:
+        return self._lease_rows("ORDER BY acquired_at", ())
+
+    def _lease_rows(self, where: str, params: tuple[Any, ...]) -> list[Lease]:
+        rows = self._read(f"SELECT * FROM leases {where}", params)
+        return [Lease(r["run_id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
+                                         str(r["command"])),
+                      float(r["acquired_at"]), float(r["heartbeat_at"])) for r in rows]
+
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
@@ -548,7 +533,8 @@ class SQLiteStore:
                 return
             self._closed = True
             try:
-                self._flush(list(self._pending))
+                if self._failed is None:
+                    self._flush(list(self._pending))
             finally:
                 self.db.close()
 

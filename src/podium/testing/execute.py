@@ -20,9 +20,9 @@ from podium.errors import PodiumError, RunError, StepError
 from podium.events.model import ParseRecovery, RouteTaken, ScriptOutput, StepStarted
 from podium.events.sinks.jsonl import MemorySink
 from podium.gates.base import GateUnanswerable, ScriptedAnswerer
+from podium.language.model import HumanGateStep, ScriptStep
 from podium.providers.base import ProviderError, ProviderRegistry
 from podium.providers.scripted import ScriptedProvider
-from podium.language.model import HumanGateStep, ScriptStep
 from podium.steps.base import RunOptions, StepCall, StepOutcome
 from podium.steps.script import execute_script, script_outcome
 from podium.testing.model import LoadedTest, ScriptStub
@@ -164,7 +164,7 @@ def run_test(test: LoadedTest) -> TestRun:
 def run_recorded(test: LoadedTest) -> TestRun:
     """A recorded run as a test: replay it against the workflow under test; it passes when
     the trajectory is identical (and meets `expect`, when given)."""
-    from podium.cli.replay_cmd import replay_recording
+    from podium.app.replay import replay_recording
     from podium.testing.expect import compare
 
     assert test.recording is not None

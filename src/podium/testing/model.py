@@ -15,11 +15,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from podium.providers.scripted import Entry, ResponsesFile, _GateEntry
-from podium.replay.recording import Recording
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 from podium.language.model import END, HumanGateStep, WorkflowFile
-from podium.language.source import FileUnreadable, LoadFailure, SourceMap, display_path, load_document
+from podium.language.source import (
+    FileUnreadable,
+    LoadFailure,
+    SourceMap,
+    display_path,
+    load_document,
+)
+from podium.providers.scripted import Entry, ResponsesFile, _GateEntry
+from podium.replay.recording import Recording
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
 STATUSES = ("success", "failed", "error", "limit")
@@ -449,7 +455,7 @@ class _FileReader:
 
     def inputs(self, wf: WorkflowFile, case: WorkflowTest, i: int) -> dict[str, Any] | None:
         """Inputs checked and defaulted exactly as `podium run --input-file` does."""
-        from podium.cli.run_cmd import resolve_inputs
+        from podium.app.inputs import resolve_inputs
         from podium.errors import UsageError
 
         shared, own = self.model.inputs, case.inputs

@@ -4,14 +4,14 @@ and open gates, events after a sequence number. Read-only, on a connection of it
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from podium.cli.launch import process_start
+from podium.app.owners import owner_alive
+from podium.store import files
+from podium.store.base import Lease, Owner
 
 # Filters of the runs page: name -> the stored statuses it covers.
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
@@ -20,7 +20,7 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
     "running": ("running",),
     "success": ("success",),
     "failed": ("failed", "error", "limit"),
-    "interrupted": ("interrupted", "running"),  # running: stale runs (process gone)
+    "interrupted": ("interrupted", "running"),  # running: runs whose process is gone
 }
 
 _RUN_COLUMNS = ("id, workflow_name, workflow_path, workflow_hash, status, current_step, "
@@ -35,10 +35,7 @@ class Reader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
-                                  timeout=5.0)
-        self.db.execute("PRAGMA query_only=1")
-        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db = files.connect(path, timeout=5.0, query_only=True)
 
     def close(self) -> None:
         with self._lock:
@@ -79,11 +76,9 @@ class Reader:
         rows = self._rows(sql, tuple(params))
         gates = self.open_gates_by_root()
         now = time.time()
-        out = [summary(r, gates.get(r["id"], []), now) for r in rows]
+        out = [summary(r, gates.get(r["id"], []), now, self.live(r)) for r in rows]
         if status in ("waiting", "interrupted"):
-            want = "waiting" if status == "waiting" else "interrupted"
-            out = [r for r in out if r["state"] == want
-                   or (want == "interrupted" and r["state"] == "stale")]
+            out = [r for r in out if r["state"] == status]
         elif status == "running":
             out = [r for r in out if r["state"] == "running"]
         return {"runs": out, "counts": self.counts(gates), "workflows": self.workflows(),
@@ -142,7 +137,7 @@ class Reader:
             return None
         gates = self.gates_of(self.family(run_id))
         now = time.time()
-        data = summary(row, gates, now)
+        data = summary(row, gates, now, self.live(row))
         data["error"] = row["error"]
         data["output"] = self._json_column(run_id, "output")
         data["inputs"] = self._json_column(run_id, "inputs")
@@ -157,7 +152,8 @@ class Reader:
             chain.insert(0, {"id": parent["id"], "workflow": parent["workflow_name"]})
             cur = parent
         return {"run": data, "gates": gates, "parents": chain,
-                "children": [dict(summary(c, [], now), **_slot(c)) for c in children]}
+                "children": [dict(summary(c, [], now, self.live(c)), **_slot(c))
+                             for c in children]}
 
     def _json_column(self, run_id: str, column: str) -> Any:
         rows = self._rows(f"SELECT {column} AS v FROM runs WHERE id = ?", (run_id,))
@@ -167,6 +163,22 @@ class Reader:
             return json.loads(rows[0]["v"])
         except ValueError:
             return None
+
+    def lease(self, run_id: str) -> Lease | None:
+        rows = self._rows("SELECT * FROM leases WHERE run_id = ?", (run_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return Lease(r["run_id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
+                                        str(r["command"])),
+                     float(r["acquired_at"]), float(r["heartbeat_at"]))
+
+    def live(self, row: dict[str, Any]) -> bool:
+        """Does a live process advance this run (its top-level run's lease owner)?"""
+        if row["status"] != "running":
+            return False
+        lease = self.lease(self.root_of(row)["id"])
+        return lease is not None and owner_alive(lease)
 
     # ------------------------------------------------------------------ gates
 
@@ -232,32 +244,17 @@ def _slot(row: dict[str, Any]) -> dict[str, Any]:
             "parent_iteration": opts.get("parent_iteration")}
 
 
-# Whether this system tells a process's start time (Linux's /proc): only then can a pid be
-# told apart from a recycled one. Elsewhere a run with a pid counts as live.
-IDENTITY_CHECKS = process_start(os.getpid()) is not None
-
-
-def alive(row: dict[str, Any]) -> bool:
-    """Whether the process that runs `row` is still the one that started it."""
-    pid = row.get("pid")
-    if not pid:
-        return False
-    if not IDENTITY_CHECKS:
-        return True
-    return process_start(int(pid)) == row.get("pid_start")
-
-
-def summary(row: dict[str, Any], gates: list[dict[str, Any]], now: float) -> dict[str, Any]:
+def summary(row: dict[str, Any], gates: list[dict[str, Any]], now: float,
+            live: bool) -> dict[str, Any]:
     """One run as the pages show it. `state` is what a person needs at a glance: waiting (a
-    gate is open), running, stale (marked running but its process is gone), or the final
-    status."""
+    gate is open), running, interrupted (marked running but its process is gone: resumable),
+    or the final status. `live`: a live process advances it (app/owners.py decides)."""
     status = row["status"]
-    live = alive(row) if status == "running" else False
     state = status
     if gates:
         state = "waiting"
-    elif status == "running" and not live and not row.get("parent_run_id"):
-        state = "stale"
+    elif status == "running" and not live:
+        state = "interrupted"
     end = row["finished_at"] or (row["updated_at"] if status not in ("running",) else now)
     return {
         "id": row["id"], "workflow": row["workflow_name"], "workflow_path": row["workflow_path"],

@@ -21,7 +21,7 @@ from typing import Any
 
 import uvicorn
 
-from podium.cli import exitcodes
+from podium import exitcodes
 from podium.web.api import Console
 from podium.web.app import create_app
 from podium.web.queries import Reader
@@ -69,14 +69,16 @@ class ConsoleServer:
     _thread: threading.Thread | None = None
     _closers: list[Any] = field(default_factory=list)
 
-    def prepare(self) -> None:
-        """Open the store, read (or create) the token, bind the socket. Raises OSError or a
-        PodiumError for the caller to report."""
-        from podium.store.sqlite import SQLiteStore, default_store_path
+    def prepare(self, store: Any = None) -> None:
+        """Open the store (or use `store`, the open store of this process's run), read (or
+        create) the token, bind the socket. Raises OSError or a PodiumError for the caller to
+        report."""
+        from podium.app.home import open_store
 
-        path = default_store_path(self.home)
-        store = SQLiteStore(path)
-        self._closers.append(store.close)
+        if store is None:
+            store = open_store(home=self.home)
+            self._closers.append(store.close)
+        path = store.path
         reader = Reader(path)
         self._closers.append(reader.close)
         self.token, self.token_path = load_or_create_token(self.home)
@@ -172,7 +174,7 @@ def _open_later(url: str) -> None:
 
 
 def _home() -> Path:
-    from podium.cli.launch import podium_home
+    from podium.app.home import podium_home
 
     return podium_home()
 
@@ -248,15 +250,7 @@ class ConsoleAnswerer:
             time.sleep(self.poll)
 
 
-def run_with_console(req: Any) -> int:
-    """`podium run --web`: the console in a thread of this process, then the run, with the
-    console as the answerer of the run's gates."""
-    from podium.cli.run_cmd import run_command
-
-    return run_command(req, hooks=_ConsoleHooks(req))
-
-
-class _ConsoleHooks:
+class ConsoleHooks:
     """Starts the console for the run `podium run --web` makes, and stops it afterwards."""
 
     def __init__(self, req: Any) -> None:
@@ -269,7 +263,7 @@ class _ConsoleHooks:
         from podium.gates.terminal import TerminalAnswerer
 
         try:
-            self.console.prepare()
+            self.console.prepare(store)
             self.console.start_background()
         except (OSError, PodiumError) as exc:
             raise RunError(f"cannot start the console: {exc}") from None

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from podium.store import files
 from podium.web.queries import Reader
 
 IDLE_REFRESH = 5.0  # seconds: re-read summaries even without a change (liveness, gates)
@@ -43,7 +44,7 @@ class ChangeFeed:
         self._ids = itertools.count(1)
 
     async def run(self) -> None:
-        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        conn = files.connect(self.path, query_only=True)
         try:
             last = None
             while not self.closing:

@@ -103,7 +103,7 @@ export function short(text, n) {
 
 export const STATE_LABELS = {
   running: 'running', waiting: 'waiting', success: 'succeeded', failed: 'failed',
-  error: 'error', limit: 'limit', interrupted: 'interrupted', stale: 'stale',
+  error: 'error', limit: 'limit', interrupted: 'interrupted',
 };
 
 export function statePill(state) {
@@ -114,7 +114,7 @@ export function statePill(state) {
 function stateHelp(state) {
   return {
     waiting: 'waiting for a person: a gate or an iteration limit',
-    stale: 'marked running, but its process is gone: resume it with podium resume',
+    interrupted: 'stopped or crashed before its end: resume it with podium resume',
     limit: 'a limit ran out (iterations, time or budget)',
     error: 'a step failed or no route matched',
     failed: 'ended in a failed terminate step',

@@ -144,15 +144,15 @@ export function runPage(main, runId, nav, setCrumbs) {
       h('span', null, `${run.iterations} step${run.iterations === 1 ? '' : 's'}`),
       h('span', null, `${fmtTokens(run.input_tokens + run.output_tokens)} tokens`),
       h('span', {title: run.cost_partial ? 'some models are unpriced' : ''}, fmtCost(run.cost_usd, run.cost_partial)));
-    const canStop = run.status === 'running' && (run.live || run.state === 'stale');
+    const canStop = run.status === 'running' && (run.live || run.state === 'interrupted');
     stopButton.hidden = !canStop;
-    if (!stopButton.dataset.armed) stopButton.textContent = run.state === 'stale' ? 'Mark interrupted' : 'Stop run';
+    if (!stopButton.dataset.armed) stopButton.textContent = run.state === 'interrupted' ? 'Mark interrupted' : 'Stop run';
   }
 
   function renderNotices() {
     clear(notices);
     if (graphData && graphData.warning) notices.append(h('p', {class: 'notice'}, graphData.warning));
-    if (detail && detail.run.state === 'stale') {
+    if (detail && detail.run.state === 'interrupted' && detail.run.status === 'running') {
       notices.append(h('p', {class: 'notice'}, 'This run is marked running but its process is gone (killed?). It stays resumable: ',
         h('code', null, `podium resume ${detail.run.id}`)));
     }

@@ -99,7 +99,7 @@ export function runsPage(main, nav) {
   }
 
   function renderAttention() {
-    const waiting = order.map((id) => rows.get(id).run).filter((r) => r.state === 'waiting' || r.state === 'stale');
+    const waiting = order.map((id) => rows.get(id).run).filter((r) => r.state === 'waiting' || r.state === 'interrupted');
     clear(attention);
     attention.hidden = !waiting.length;
     if (!waiting.length) return;

@@ -1,0 +1,123 @@
+"""Building an engine on the run store and advancing it: shared by start, resume, gate answers
+and fork. The store is the run's committer (its failure stops the run); the surface passes its
+own observers (the terminal's progress, the console's answerer) in."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from podium.language.model import WorkflowFile
+
+if TYPE_CHECKING:
+    from podium.engine.run import Engine, RunResult
+    from podium.engine.state import RunState
+    from podium.events.bus import Sink
+    from podium.store.sqlite import SQLiteStore
+
+
+@dataclass
+class LaunchOptions:
+    skip_gates: bool = False
+    responses: Path | None = None
+    verbosity: int = 1
+    provider: str | None = None
+    events: Path | None = None
+    json_out: bool = False
+    record: bool = True
+    # observers of the run's events that the surface adds (the terminal's progress)
+    observers: list[Sink] = field(default_factory=list)
+    interactive: bool | None = None  # None: when stdin is a terminal
+
+
+def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
+                store: SQLiteStore, *, run_id: str | None = None, state: RunState | None = None,
+                start_seq: int = 0) -> Engine:
+    from podium.engine.run import Engine
+    from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
+    from podium.gates.store import StoreAnswerer
+    from podium.gates.terminal import TerminalAnswerer
+    from podium.providers.base import ProviderRegistry
+    from podium.steps.base import RunOptions
+    from podium.store.base import GateRecord
+
+    if opts.provider is not None:
+        from podium.errors import UsageError
+        from podium.providers.catalog import describe_known, info
+
+        if info(opts.provider) is None:
+            raise UsageError(f"--provider {opts.provider}: unknown provider; podium has: "
+                             f"{describe_known()}")
+    answerers: list[GateAnswerer] = []
+    override = None
+    scripted: GateAnswerer | None = None
+    if opts.responses is not None:
+        from podium.providers.scripted import ScriptedProvider, load_responses
+
+        responses = load_responses(opts.responses)
+        if "agents" in responses.model_fields_set:  # a file of only gates scripts only gates
+            override = ScriptedProvider(responses)
+        scripted = ScriptedAnswerer(responses.gate_answers())
+    interactive = (sys.stdin.isatty() if opts.interactive is None else opts.interactive) \
+        and not opts.skip_gates
+    engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(override),
+                    answerer=ChainAnswerer(answerers),
+                    options=RunOptions(skip_gates=opts.skip_gates, interactive=interactive,
+                                       provider_override=opts.provider, record=opts.record),
+                    run_id=run_id, state=state, start_seq=start_seq)
+    answerers.append(StoreAnswerer(store))
+    if scripted is not None:
+        answerers.append(scripted)
+    if opts.skip_gates:
+        answerers.append(SkipGatesAnswerer())
+    elif interactive:
+        answerers.append(TerminalAnswerer())
+    engine.bus.add_committer(store)
+    for observer in opts.observers:
+        engine.bus.add(observer)
+    from podium.events.sinks.jsonl import JsonlSink
+
+    # every run also keeps a JSONL log of its own (appended to on resume), plus --events F
+    for log in (store.path.parent / "runs" / engine.run_id / "events.jsonl", opts.events):
+        if log is None:
+            continue
+        try:
+            engine.bus.add(JsonlSink(log, append=state is not None))
+        except OSError as exc:
+            sys.stderr.write(f"podium: warning: cannot write the event log {log}: {exc}\n")
+    engine.checkpoints = True
+    engine.store = store
+
+    def park(request: Any) -> None:
+        options = [o.model_dump(exclude_none=True) for o in request.options]
+        store.open_gate(GateRecord(0, request.run_id, request.step, request.kind,
+                                   request.prompt, options, "open", time.time()))
+
+    engine.parker = park
+    return engine
+
+
+def advance(engine: Engine, store: SQLiteStore, start: str | None = None) -> RunResult:
+    """Run the engine (its run row exists, this process holds its lease) to its end, a gate
+    or a limit. Raises StoreError when the store cannot commit: the run stops there, and
+    what was committed before stays resumable."""
+    from podium.app.owners import process_start
+
+    pid = os.getpid()
+    start_time = process_start(pid)
+    store.update_run(engine.run_id, status="running", pid=pid,
+                     pid_start=None if start_time is None else repr(start_time))
+    from podium.store.base import StoreError
+
+    try:
+        try:
+            return engine.run(start)
+        finally:
+            if engine.bus.failure is None:
+                store.commit()
+    except StoreError as exc:  # what was committed before stays resumable
+        raise StoreError(f"run {engine.run_id} stopped: {exc}") from None

@@ -1,0 +1,165 @@
+"""Who advances a run, and whether that process is still alive: the one rule for liveness.
+
+A process that advances a run (run, resume, a gate answer that resumes, fork) holds a lease on
+it in the store: its pid, the kernel's start time of that pid (psutil), its host, and a
+heartbeat it renews every HEARTBEAT seconds from a thread of its own. The owner is dead when
+its pid is gone, when the pid now belongs to another process (another start time), or when
+its heartbeat is older than STALE (a hung or frozen process, or an owner on another host that
+cannot be asked). A run whose status says `running` but whose owner is dead was interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from podium.store.base import Lease, Owner, RunRecord, RunStore
+
+HEARTBEAT = 5.0  # seconds between an owner's heartbeats
+STALE = 30.0  # a heartbeat older than this means the owner is gone
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def process_start(pid: int) -> float | None:
+    """The kernel's start time of `pid` (with the pid, a process identity), or None when no
+    such process exists."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
+def this_process(command: str) -> Owner:
+    pid = os.getpid()
+    start = process_start(pid)
+    return Owner(pid, start if start is not None else time.time(), _host(), command)
+
+
+def owner_alive(lease: Lease, now: float | None = None) -> bool:
+    """Is the lease's owner still the live process that took it?"""
+    now = time.time() if now is None else now
+    if now - lease.heartbeat_at > STALE:
+        return False
+    owner = lease.owner
+    if owner.host != _host():
+        return True  # another machine: its heartbeat is all there is to go by
+    start = process_start(owner.pid)
+    return start is not None and abs(start - owner.pid_start) < 0.01
+
+
+def ancestors() -> set[int]:
+    """This process and its parents, up to init: a stop must never signal one of them."""
+    import psutil
+
+    out: set[int] = set()
+    with contextlib.suppress(psutil.Error):
+        proc: psutil.Process | None = psutil.Process()
+        while proc is not None and proc.pid > 1:
+            out.add(proc.pid)
+            proc = proc.parent()
+    return out
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What a run is doing now, as people read it."""
+
+    status: str  # the stored status, or `interrupted` for a running run whose owner is dead
+    lease: Lease | None
+    live: bool  # a live process advances it
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+
+def liveness(store: RunStore, run: RunRecord) -> Liveness:
+    """The run as it is: a `running` run without a live owner is `interrupted` (resumable).
+    A sub-workflow run lives and dies with its top-level run."""
+    root = run
+    seen = {run.id}
+    while root.parent_run_id and root.parent_run_id not in seen:
+        root = store.get_run(root.parent_run_id)
+        seen.add(root.id)
+    lease = store.lease(root.id)
+    live = lease is not None and owner_alive(lease)
+    status = run.status
+    if status == "running" and not live:
+        status = "interrupted"
+    return Liveness(status, lease, live)
+
+
+def resume_hint(run_id: str) -> str:
+    return f"podium resume {run_id}"
+
+
+class Ownership:
+    """A lease held for the life of a `with` block, its heartbeat renewed by a thread."""
+
+    def __init__(self, store: RunStore, run_id: str, command: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.owner = this_process(command)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> Ownership:
+        """Take the lease (RunOwned when a live process holds it), then keep it alive."""
+        self.store.acquire_lease(self.run_id, self.owner, owner_alive)
+        return self.keep()
+
+    def keep(self) -> Ownership:
+        """Keep a lease this process holds alive (one written with its run, for instance)."""
+        self._thread = threading.Thread(target=self._beat, name=f"podium-lease-{self.run_id}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            try:
+                if not self.store.heartbeat(self.run_id, self.owner):
+                    sys.stderr.write(f"podium: run {self.run_id}: another process took over "
+                                     "its lease\n")
+                    return
+            except Exception as exc:  # the run's own writes report a broken store
+                sys.stderr.write(f"podium: run {self.run_id}: cannot renew its lease: {exc}\n")
+                return
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=HEARTBEAT + 1)
+        with contextlib.suppress(Exception):  # a broken store: the lease dies with us
+            self.store.release_lease(self.run_id, self.owner)
+
+
+@contextlib.contextmanager
+def owning(store: RunStore, run_id: str, command: str) -> Iterator[Ownership]:
+    """Hold the run's lease (RunOwned when a live process holds it) while the block runs."""
+    ownership = Ownership(store, run_id, command).acquire()
+    try:
+        yield ownership
+    finally:
+        ownership.release()
+
+
+@contextlib.contextmanager
+def kept(ownership: Ownership) -> Iterator[Ownership]:
+    """Keep the lease `ownership` was given with its run alive while the block runs."""
+    ownership.keep()
+    try:
+        yield ownership
+    finally:
+        ownership.release()

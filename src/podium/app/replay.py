@@ -1,0 +1,166 @@
+"""Recorded runs, re-executed and compared: replay, the recording behind fork, and diff."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from podium import exitcodes
+from podium.errors import UsageError
+from podium.replay.recording import Recording, TrajectoryStep
+
+
+def recording_of(store: Any, ref: str) -> Recording:
+    """A recording from the store (run id or prefix) or from an exported JSONL file."""
+    from podium.replay.recording import load_recording, recording_from_events
+
+    path = Path(ref)
+    if path.is_file():
+        events = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    events.append(json.loads(line))
+                except ValueError as exc:
+                    raise UsageError(f"{ref}:{n}: not a JSON event line: {exc}") from None
+        try:
+            return recording_from_events(events)
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"{ref}: not a podium event log: {exc}") from None
+    run = store.find_run(ref)
+    return load_recording(store, run.id)
+
+
+def replay_recording(recording: Recording, verbosity: int = 0, *,
+                     workflow_path: Path | None = None, sink: Any = None) -> dict[str, Any]:
+    """Re-execute a recorded run offline and compare it with its recording (against
+    `workflow_path` instead of the recorded workflow file, when given; `sink` also receives
+    the replay's events)."""
+    from podium.app.workflows import load_valid
+    from podium.engine.run import Engine
+    from podium.events.sinks.console import ConsoleSink
+    from podium.events.sinks.jsonl import MemorySink
+    from podium.gates.base import ChainAnswerer
+    from podium.providers.base import ProviderRegistry
+    from podium.replay.attach import ReplayControl, attach_replay
+    from podium.steps.base import RunOptions
+
+    base: dict[str, Any] = {"run_id": recording.run_id, "identical": False, "output": None,
+                            "steps": 0, "status": None}
+    if not recording.recorded:
+        return {**base, "why": "the run was made with recording off (--no-record); it cannot "
+                "be replayed", "error_code": exitcodes.INVALID}
+    path = workflow_path or Path(recording.workflow_path)
+    if not path.is_file():
+        return {**base, "why": f"its workflow file is gone: {path}",
+                "error_code": exitcodes.FILE_ERROR}
+    wf, code = load_valid(path)
+    if wf is None:
+        return {**base, "why": f"its workflow file is now invalid: {path}", "error_code": code}
+    engine = Engine(wf, path, inputs=dict(recording.inputs), providers=ProviderRegistry(),
+                    answerer=ChainAnswerer([]), options=RunOptions(skip_gates=False))
+    control = ReplayControl()
+    attach_replay(engine, recording, control)
+    memory = MemorySink()
+    engine.bus.add(memory)
+    if sink is not None:
+        engine.bus.add(sink)
+    base["replay_run_id"] = engine.run_id
+    if verbosity >= 2:
+        engine.bus.add(ConsoleSink(sys.stderr, 1))
+    result = engine.run()
+    final = recording.final
+    report = {**base, "steps": len(result.path), "status": result.status,
+              "output": result.output, "terminal": result.terminal,
+              "recorded_status": final.get("status")}
+    div = control.divergence
+    if div is not None:
+        return {**report, "at_index": (div.index if div.index is not None
+                                       else control.replayed_steps) + 1,
+                "step": div.step, "kind": div.kind, "why": str(div)}
+    mismatches = []
+    if result.error is not None:
+        mismatches.append(f"the replay stopped with an error: {result.error}")
+    if result.status != final.get("status"):
+        mismatches.append(f"status {result.status} instead of {final.get('status')}")
+    if _canon(result.output) != _canon(final.get("output")):
+        mismatches.append("the final output differs:\n"
+                          f"  recorded: {_canon(final.get('output'))}\n  now:      "
+                          f"{_canon(result.output)}")
+    if result.terminal != final.get("terminal"):
+        mismatches.append(f"it ended at '{result.terminal}' instead of '{final.get('terminal')}'")
+    if len(result.path) != len(recording.trajectory):
+        mismatches.append(f"{len(result.path)} steps instead of {len(recording.trajectory)}")
+    if mismatches:
+        return {**report, "at_index": len(result.path), "step": result.terminal,
+                "kind": "final", "why": "; ".join(mismatches)}
+    return {**report, "identical": True}
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def parse_from(text: str, recording: Recording) -> tuple[str, int]:
+    name, _, num = text.partition(":")
+    runs = [t.iteration for t in recording.trajectory if t.step == name]
+    if num:
+        if not num.isdigit() or int(num) < 1:
+            raise UsageError(f"--from {text}: the execution number must be 1 or more")
+        n = int(num)
+        if n not in runs:
+            raise UsageError(f"--from {text}: '{name}' ran {len(runs)} time(s) in run "
+                             f"{recording.run_id}")
+        return name, n
+    if not runs:
+        ran = ", ".join(dict.fromkeys(t.step for t in recording.trajectory))
+        raise UsageError(f"--from {name}: '{name}' never ran in run {recording.run_id} (it "
+                         f"ran: {ran})")
+    return name, runs[-1]
+
+
+def _cell(t: TrajectoryStep | None) -> str:
+    if t is None:
+        return ""
+    it = f"#{t.iteration}" if t.iteration > 1 else ""
+    return f"{t.step}{it} → {t.route_to or '-'}"
+
+
+def diff_recordings(a: Recording, b: Recording) -> dict[str, Any]:
+    rows = []
+    first: int | None = None
+    outputs = []
+    for i in range(max(len(a.trajectory), len(b.trajectory))):
+        ta = a.trajectory[i] if i < len(a.trajectory) else None
+        tb = b.trajectory[i] if i < len(b.trajectory) else None
+        same_step = ta is not None and tb is not None and (ta.step, ta.iteration) == (
+            tb.step, tb.iteration)
+        same_route = same_step and ta is not None and tb is not None and \
+            ta.route_to == tb.route_to
+        same_output = same_step and ta is not None and tb is not None and \
+            _canon(ta.output) == _canon(tb.output)
+        if not (same_route and same_output) and first is None:
+            first = i + 1
+        if same_step and not same_output and ta is not None and tb is not None:
+            outputs.append({"index": i + 1, "step": ta.step, "iteration": ta.iteration,
+                            "a": ta.output, "b": tb.output})
+        rows.append({"index": i + 1, "a": _cell(ta), "b": _cell(tb),
+                     "differs": not (same_route and same_output)})
+    agents = sorted(set(a.usage) | set(b.usage))
+    cost = []
+    for name in agents:
+        ua, ub = a.usage.get(name, {}), b.usage.get(name, {})
+        cost.append({
+            "agent": name,
+            "a_tokens": ua.get("input_tokens", 0) + ua.get("output_tokens", 0),
+            "b_tokens": ub.get("input_tokens", 0) + ub.get("output_tokens", 0),
+            "a_cost": ua.get("cost_usd") if ua.get("priced", True) else None,
+            "b_cost": ub.get("cost_usd") if ub.get("priced", True) else None,
+        })
+    same = first is None and _canon(a.final.get("output")) == _canon(b.final.get("output"))
+    return {"a": a.run_id, "b": b.run_id, "same": same, "first_difference": first,
+            "steps": rows, "outputs": outputs, "cost": cost,
+            "final": {"a": {"status": a.final.get("status"), "output": a.final.get("output")},
+                      "b": {"status": b.final.get("status"), "output": b.final.get("output")}}}

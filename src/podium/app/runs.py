@@ -1,0 +1,358 @@
+"""Operations on runs: start, resume (and `--from`), answer a gate, stop, list.
+
+Each operation that advances a run holds the run's lease while it does (app/owners.py): two
+processes never advance one run at once. Refusals raise PodiumError with the documented exit
+code and a message a person can act on; surfaces render them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from podium import exitcodes
+from podium.app.launch import LaunchOptions, advance, make_engine
+from podium.app.owners import Liveness, Ownership, ancestors, kept, liveness, owning
+from podium.errors import PodiumError, WorkflowFileError
+from podium.language.diagnostics import did_you_mean
+from podium.language.model import END, WorkflowFile
+from podium.store.base import GateRecord, RunRecord, RunStore
+
+if TYPE_CHECKING:
+    from podium.engine.run import Engine, RunResult
+    from podium.store.sqlite import SQLiteStore
+
+
+class Refused(PodiumError):
+    """An operation that cannot be done, with its exit code and why: `invalid` (a value the
+    operation cannot take), `missing` (no such gate), `conflict` (not in that state now),
+    `too_large`."""
+
+    def __init__(self, message: str, exit_code: int = exitcodes.INVALID,
+                 kind: str = "invalid") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.kind = kind
+
+
+class Reported(PodiumError):
+    """Refused, and already explained on the surface's stream (a workflow's diagnostics)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__("")
+        self.exit_code = exit_code
+
+
+@dataclass
+class Advanced:
+    """A run advanced by this process: the engine (for its totals) and how it ended."""
+
+    engine: Engine
+    result: RunResult
+
+
+# ----------------------------------------------------------------------------- start
+
+
+@dataclass
+class StartRequest:
+    workflow: WorkflowFile
+    path: Path
+    inputs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)  # kept with the run
+    forked_from: str | None = None
+    command: str = "run"
+
+
+def start_run(store: SQLiteStore, req: StartRequest, opts: LaunchOptions, *,
+              prepare: Callable[[Engine], dict[str, Any]] | None = None) -> Advanced:
+    """Create a run, owned by this process from its first moment, and advance it.
+    `prepare(engine)` runs before the run is recorded and returns more options to keep."""
+    from podium.engine.run import file_hash, new_run_id
+
+    run_id = new_run_id()
+    engine = make_engine(req.workflow, req.path, req.inputs, opts, store, run_id=run_id)
+    extra = prepare(engine) if prepare is not None else {}
+    ownership = Ownership(store, run_id, req.command)
+    store.create_run(RunRecord(
+        run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),
+        req.inputs, forked_from=req.forked_from, options={**req.options, **extra}),
+        ownership.owner)
+    with kept(ownership):
+        return Advanced(engine, advance(engine, store))
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+@dataclass
+class ResumeRequest:
+    run_id: str
+    from_step: str | None = None
+    allow_changed: bool = False
+    skip_gates: bool | None = None
+    responses: Path | None = None
+    verbosity: int = 1
+    json_out: bool = False
+    provider: str | None = None
+    events: Path | None = None
+
+
+def root_of(store: RunStore, run: RunRecord) -> RunRecord:
+    """The top-level run a sub-workflow run belongs to (resuming it resumes its children)."""
+    seen = {run.id}
+    while run.parent_run_id and run.parent_run_id not in seen:
+        run = store.get_run(run.parent_run_id)
+        seen.add(run.id)
+    return run
+
+
+def family(store: RunStore, run_id: str) -> list[str]:
+    """A run and all its sub-workflow runs, parents first."""
+    out, todo = [], [run_id]
+    while todo:
+        rid = todo.pop(0)
+        out.append(rid)
+        todo.extend(r.id for r in store.list_runs(parent=rid, limit=10_000))
+    return out
+
+
+def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
+               observers: list[Any] | None = None) -> Advanced:
+    """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
+    from `req.from_step`. RunOwned (exit 2) when a live process advances it."""
+    root = root_of(store, store.find_run(run_id))
+    with owning(store, root.id, "resume"):
+        run = store.get_run(root.id)  # as it is now that this process owns it
+        return _resume_owned(store, run, req, observers or [])
+
+
+def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
+                  observers: list[Any]) -> Advanced:
+    from podium.app.workflows import load_valid
+    from podium.engine.run import file_hash
+
+    if run.status in ("success", "failed") and req.from_step is None:
+        raise Refused(f"run {run.id} already finished ({run.status} at '{run.terminal}'); use "
+                      "--from STEP to run again from a step")
+    path = Path(run.workflow_path)
+    if not path.is_file():
+        raise WorkflowFileError(f"the workflow file of run {run.id} is gone: {path}")
+    if file_hash(path) != run.workflow_hash and not req.allow_changed:
+        raise Refused(f"the workflow file changed since run {run.id} started ({path}); "
+                      "resuming could mix two versions. Pass --allow-changed to resume anyway")
+    wf, code = load_valid(path)
+    if wf is None:
+        raise Reported(code)
+    events = store.events(run.id)
+    last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
+    state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)
+    for gate in store.gates(run_id=run.id, status="open"):
+        store.consume_gate(gate.id)
+    original = run.options or {}
+    responses = req.responses
+    if responses is None and original.get("responses"):
+        responses = Path(original["responses"])
+    skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
+    if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
+        store.update_run(run.id, options={**original, "skip_gates": skip})
+    opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),
+                         req.events, req.json_out, observers=observers)
+    if req.from_step is not None:
+        store.update_run(run.id, status="running", finished_at=None, exit_code=None,
+                         output=None, error=None, terminal=None, reason=None)
+    from podium.store.restore import usage_from_events
+
+    engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
+                         start_seq=last_seq)
+    upto = state_seq if state_seq is not None else last_seq
+    engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
+    return Advanced(engine, advance(engine, store, start))
+
+
+def _restart_point(store: SQLiteStore, run: RunRecord, wf: WorkflowFile,
+                   events: list[dict[str, Any]], from_step: str | None
+                   ) -> tuple[Any, str | None, int | None]:
+    """The state to resume with (folded from the committed events), where to start, and the
+    seq the state stands at."""
+    from podium.store.restore import fold_events, granted_after, last_start_of
+
+    names = ({s.name for s in wf.agents} | {g.name for g in wf.parallel}
+             | {g.name for g in wf.for_each})
+    default_max = wf.workflow.limits.max_iterations
+    if from_step is not None:
+        if from_step not in names:
+            hint = did_you_mean(from_step, sorted(names))
+            raise Refused(f"'{from_step}' is not a step of {Path(run.workflow_path).name}"
+                          + (f" ({hint})" if hint else ""))
+        seq = last_start_of(events, from_step)
+        if seq is None:
+            raise Refused(f"'{from_step}' never ran in run {run.id}; it can only resume from a "
+                          "step it reached")
+        return fold_events(events, upto_seq=seq - 1, default_max=default_max), from_step, seq - 1
+    cp = store.latest_checkpoint(run.id)
+    if cp is not None:
+        state = fold_events(events, upto_seq=cp.seq, default_max=default_max)
+        granted = granted_after(events, cp.seq)
+        if granted is not None:
+            state.max_iterations = max(state.max_iterations, granted)
+        start = cp.next_step or cp.step
+        if start not in names and start != END:
+            raise Refused(f"run {run.id} would resume at '{start}', which the workflow no "
+                          "longer has")
+        return state, start, cp.seq
+    # Nothing was committed: start afresh (keeping only the run's start).
+    state = fold_events([e for e in events if e["type"] == "run_started"][:1],
+                        default_max=default_max)
+    state.inputs = dict(run.inputs)
+    return state, wf.workflow.entry_point, None
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+@dataclass
+class Answered:
+    gate: GateRecord
+    answer: str
+    root: RunRecord
+    live: bool  # a live process advances the run: it goes on with the answer by itself
+
+
+def answer_gate(store: SQLiteStore, run_id: str, value: str, text: str | None = None, *,
+                by: str = "cli", gate_id: int | None = None) -> Answered:
+    """Record the answer to the open gate of a run (or of one of its sub-workflow runs; the
+    newest, or `gate_id`). The caller resumes the run when `live` is False."""
+    run = store.find_run(run_id)
+    gates = [g for rid in family(store, run.id) for g in store.gates(run_id=rid, status="open")]
+    if gate_id is not None:
+        gates = [g for g in gates if g.id == gate_id]
+        if not gates:
+            known = [g for rid in family(store, run.id) for g in store.gates(run_id=rid)
+                     if g.id == gate_id]
+            if known:
+                raise Refused(f"gate '{known[0].step}' was already answered", kind="conflict")
+            raise Refused(f"run {run.id} has no gate {gate_id}", kind="missing")
+    if not gates:
+        raise Refused(f"run {run.id} has no gate waiting for an answer (status: "
+                      f"{liveness(store, run).status})", kind="conflict")
+    gate = gates[-1]
+    answer, extra = _answer_value(gate, value, text)
+    try:
+        store.answer_gate(gate.id, answer, extra, by)
+    except PodiumError:
+        raise Refused(f"gate '{gate.step}' of run {run.id} was already answered",
+                      kind="conflict") from None
+    root = root_of(store, store.get_run(gate.run_id))
+    return Answered(gate, answer, root, liveness(store, root).live)
+
+
+def _answer_value(gate: GateRecord, value: str, text: str | None
+                  ) -> tuple[str, dict[str, str]]:
+    if gate.kind == "iteration_limit":
+        raw = value.strip()
+        if not raw.isdigit() or int(raw) > 100_000:
+            raise Refused(f"gate '{gate.step}' asks how many more iterations to grant: give a "
+                          f"whole number (0 stops the run), not '{value}'")
+        return str(int(raw)), {}
+    option = _match_option(gate.options, value)
+    if option is None:
+        allowed = ", ".join(str(o.get("value")) for o in gate.options)
+        raise Refused(f"'{value}' is not an option of gate '{gate.step}' (options: {allowed})")
+    extra: dict[str, str] = {}
+    if option.get("prompt_for"):
+        if len(text or "") > 100_000:
+            raise Refused("the text is too long (100,000 characters at most)", kind="too_large")
+        extra[str(option["prompt_for"])] = text or ""
+    return str(option["value"]), extra
+
+
+def _match_option(options: list[dict[str, object]], value: str) -> dict[str, object] | None:
+    for o in options:
+        if str(o.get("value")) == value:
+            return o
+    low = value.strip().lower()
+    for o in options:
+        if str(o.get("label", "")).strip().lower() == low or str(o.get("value")).lower() == low:
+            return o
+    if value.strip().isdigit() and 1 <= int(value) <= len(options):
+        return options[int(value) - 1]
+    return None
+
+
+# ----------------------------------------------------------------------------- stop
+
+
+@dataclass
+class Stopped:
+    run_id: str
+    status: str
+    signalled: int | None  # the pid asked to stop, or None when nothing was running it
+    message: str
+    marked: bool = False  # its process was gone: this call marked it interrupted
+
+
+def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
+    """Ask the process that advances a run to stop (SIGTERM: it keeps its checkpoint), after
+    checking that the lease's owner is still that process. A run whose owner is gone is
+    marked interrupted. With `wait`, waits up to that long for the run to stop."""
+    run = root_of(store, store.find_run(run_id))
+    live = liveness(store, run)
+    if run.status != "running":
+        return Stopped(run.id, run.status, None, f"run {run.id} is not running (status: "
+                                                 f"{run.status})")
+    if not live.live or live.lease is None:
+        store.update_run(run.id, status="interrupted")
+        return Stopped(run.id, "interrupted", None,
+                       f"run {run.id} has no live process (it was killed?); it stays "
+                       f"resumable: podium resume {run.id}", marked=True)
+    owner = live.lease.owner
+    if owner.host != _host():
+        raise Refused(f"run {run.id} runs on {owner.host} (pid {owner.pid}); stop it there",
+                      kind="conflict")
+    # a parent of this process: a script of that very run asking to stop it would kill its
+    # own caller (the console of `podium run --web` stops the run in its own process: fine)
+    if owner.pid != os.getpid() and owner.pid in ancestors():
+        raise Refused(f"run {run.id} is run by this very process or one of its parents (pid "
+                      f"{owner.pid}); not stopping it", kind="conflict")
+    os.kill(owner.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        now = liveness(store, store.get_run(run.id))
+        if store.get_run(run.id).status != "running" or not now.live:
+            break
+        time.sleep(0.05)
+    final = liveness(store, store.get_run(run.id)).status
+    return Stopped(run.id, final, owner.pid,
+                   f"run {run.id} stopped (status: {final}); resume it with "
+                   f"podium resume {run.id}" if final != "running" else
+                   f"run {run.id} was asked to stop (pid {owner.pid}) and is still running")
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+# ----------------------------------------------------------------------------- list
+
+
+def list_runs(store: RunStore, *, status: str | None = None, workflow: str | None = None,
+              limit: int = 50) -> list[tuple[RunRecord, Liveness]]:
+    """Runs newest first, each with its liveness; `status` filters on what people see (a
+    `running` run whose process died is listed as `interrupted`)."""
+    stored: str | tuple[str, ...] | None = status
+    if status == "interrupted":  # interrupted, and running runs whose process died
+        stored = ("interrupted", "running")
+    rows = store.list_runs(status=stored, workflow=workflow,
+                           limit=limit if status not in ("interrupted", "running") else 10_000)
+    out = [(r, liveness(store, r)) for r in rows]
+    if status in ("interrupted", "running"):
+        out = [(r, lv) for r, lv in out if lv.status == status][:limit]
+    return out
