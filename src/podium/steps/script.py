@@ -1,75 +1,32 @@
 """The script step: run a command as argv (no shell), capture its output, apply its contract.
 
-The child runs in its own process group, so a timeout or an interrupt kills everything it
-started. stdout and stderr are read by two threads up to a size cap (the rest is drained and
-dropped). Without `output:`, the output is {exit_code, stdout, stderr} plus the keys of stdout
-when it is one JSON object; with `output:`, stdout must be exactly one JSON object that
-satisfies the schema.
+The child runs in its own process group (tools/processes.py): the script is done when its
+main process has exited and its stdout and stderr are closed, and then whatever is left of the
+group is killed; the timeout covers all of it, and ends the whole group. The group also dies
+with podium, even a SIGKILLed one. stdout and stderr are kept up to a size cap (the rest is
+read and dropped). Without `output:`, the output is {exit_code, stdout, stderr} plus the keys
+of stdout when it is one JSON object; with `output:`, stdout must be exactly one JSON object
+that satisfies the schema.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from podium.errors import LimitExceeded, OutputContractError, StepError
 from podium.events.model import ScriptOutput
 from podium.language.model import ScriptStep
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value, json_type_name
+from podium.tools import processes
+from podium.tools.processes import Command
 
-KILL_GRACE_SECONDS = 1.0
-
-
-class _Reader(threading.Thread):
-    def __init__(self, stream: IO[bytes], cap: int) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.cap = cap
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-
-    def run(self) -> None:
-        read = self.stream.read
-        while True:
-            try:
-                chunk = read(65536)
-            except (OSError, ValueError):
-                break
-            if not chunk:
-                break
-            room = self.cap - self.size
-            if room > 0:
-                part = chunk[:room]
-                self.chunks.append(part)
-                self.size += len(part)
-            if len(chunk) > max(room, 0):
-                self.truncated = True
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(KILL_GRACE_SECONDS)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(5)
+KILL_GRACE_SECONDS = 1.0  # at a timeout or an interrupt: SIGTERM, then SIGKILL after this
 
 
 def _resolve_command(command: str, env: dict[str, str], cwd: str | None) -> str | None:
@@ -128,55 +85,27 @@ def execute_script(call: StepCall) -> StepOutcome:
     argv = [command, *args]
     started = time.monotonic()
     try:
-        proc = subprocess.Popen([exe, *args], cwd=cwd, env=env,
-                                stdin=subprocess.PIPE if stdin_bytes is not None
-                                else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        running = processes.start(Command(
+            [exe, *args], env, cwd=cwd, stdin=stdin_bytes, run_id=run.run_id,
+            output_cap=run.options.script_output_cap, term_grace=KILL_GRACE_SECONDS))
     except OSError as exc:
         raise StepError(f"failed to start '{command}': {exc.strerror or exc}", step=name,
                         iteration=it) from None
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    out_reader = _Reader(proc.stdout, run.options.script_output_cap)
-    err_reader = _Reader(proc.stderr, run.options.script_output_cap)
-    out_reader.start()
-    err_reader.start()
-    try:
-        if stdin_bytes is not None:
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(stdin_bytes)
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.close()
-        try:
-            exit_code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out_reader.join(2)
-            err_reader.join(2)
-            if bounded_by_run:
-                raise LimitExceeded(f"the run's timeout expired while script '{name}' ran",
-                                    limit="timeout", step=name, iteration=it) from None
-            raise StepError(f"script timed out after {step.timeout}s (the whole process group "
-                            "was killed)", step=name, iteration=it) from None
-    except BaseException:
-        if proc.poll() is None:
-            _kill_group(proc)
-        raise
-    finally:
-        out_reader.join(5)
-        err_reader.join(5)
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
+    done = running.finish(timeout)
+    if done.timed_out:
+        if bounded_by_run:
+            raise LimitExceeded(f"the run's timeout expired while script '{name}' ran",
+                                limit="timeout", step=name, iteration=it)
+        raise StepError(f"script timed out after {step.timeout}s (the whole process group "
+                        "was killed)", step=name, iteration=it)
     elapsed = time.monotonic() - started
-    stdout, stderr = out_reader.text(), err_reader.text()
+    exit_code, stdout, stderr = done.returncode, done.stdout.text(), done.stderr.text()
     run.bus.emit(ScriptOutput(step=name, iteration=it, argv=argv, working_dir=cwd,
                               exit_code=exit_code, stdout=stdout, stderr=stderr,
-                              stdout_truncated=out_reader.truncated,
-                              stderr_truncated=err_reader.truncated, elapsed=elapsed))
+                              stdout_truncated=done.stdout.truncated,
+                              stderr_truncated=done.stderr.truncated, elapsed=elapsed))
     return script_outcome(step, it, exit_code, stdout, stderr,
-                          stdout_truncated=out_reader.truncated)
+                          stdout_truncated=done.stdout.truncated)
 
 
 def script_outcome(step: ScriptStep, iteration: int, exit_code: int, stdout: str, stderr: str,

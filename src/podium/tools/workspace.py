@@ -3,28 +3,28 @@ inside an agent's working directory.
 
 Every path is resolved (symlinks followed, `..` collapsed) and must stay inside the working
 directory, so neither `../x` nor a symlink pointing outside reaches another file. Outputs are
-capped and commands have a timeout that kills their whole process group. This confines the
-tools' own file access; it is NOT a sandbox: a command runs with podium's user rights and can
-do anything that user can (docs/decisions/0007-providers.md).
+capped. A command runs as the leader of its own process group: when its shell exits, or at its
+timeout, the whole group is killed, so what it started in the background ends with the call
+(and with podium: tools/processes.py). This confines the tools' own file access; it is NOT a
+sandbox: a command runs with podium's user rights and can do anything that user can
+(docs/decisions/0007-providers.md).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import os
 import re
 import shutil
-import signal
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.tools import processes
 from podium.tools.base import ToolError, ToolResult, ToolSpec
+from podium.tools.processes import Captured, Command
 
 READ_MAX_BYTES = 2_000_000
 SEARCH_MAX_FILE = 2_000_000
@@ -102,11 +102,13 @@ class WorkspaceTool:
 class Workspace:
     """The working directory of one agent execution and the tools that act inside it."""
 
-    def __init__(self, root: str | Path, *, command_timeout: float = COMMAND_TIMEOUT) -> None:
+    def __init__(self, root: str | Path, *, command_timeout: float = COMMAND_TIMEOUT,
+                 run_id: str | None = None) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ToolError(f"working directory {self.root} does not exist")
         self.command_timeout = command_timeout
+        self.run_id = run_id  # commands get it as PODIUM_RUN_ID
 
     def tools(self, names: tuple[str, ...] = WORKSPACE_TOOL_NAMES) -> list[WorkspaceTool]:
         fns: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -271,55 +273,16 @@ class Workspace:
         timeout = min(max(1.0, float(timeout)), COMMAND_MAX_TIMEOUT)
         shell = shutil.which("bash") or "/bin/sh"
         env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
-        proc = subprocess.Popen([shell, "-c", command], cwd=self.root, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        out, err = _Capped(proc.stdout), _Capped(proc.stderr)
-        timed_out = False
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        finally:
-            out.join()
-            err.join()
-        head = (f"timed out after {timeout:g}s (process group killed)" if timed_out
-                else f"exit code: {proc.returncode}")
-        return f"{head}\nstdout:\n{out.text()}\nstderr:\n{err.text()}"
+        done = processes.start(Command(
+            [shell, "-c", command], env, cwd=str(self.root), run_id=self.run_id,
+            output_cap=COMMAND_OUTPUT_BYTES, wait_for_output=False)).finish(timeout)
+        head = (f"timed out after {timeout:g}s (process group killed)" if done.timed_out
+                else f"exit code: {done.returncode}")
+        return f"{head}\nstdout:\n{_shown(done.stdout)}\nstderr:\n{_shown(done.stderr)}"
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-class _Capped:
-    """Reads a pipe to its end on a thread, keeping at most COMMAND_OUTPUT_BYTES."""
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-        self.data = bytearray()
-        self.dropped = 0
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        with self.pipe:
-            while chunk := self.pipe.read(65536):
-                room = COMMAND_OUTPUT_BYTES - len(self.data)
-                self.data += chunk[:max(0, room)]
-                self.dropped += max(0, len(chunk) - max(0, room))
-
-    def join(self) -> None:
-        self.thread.join(5.0)
-
-    def text(self) -> str:
-        body = self.data.decode("utf-8", errors="replace")
-        if self.dropped:
-            body += f"\n[... {self.dropped} more bytes cut by podium]"
-        return body
+def _shown(captured: Captured) -> str:
+    body = captured.text()
+    if captured.dropped:
+        body += f"\n[... {captured.dropped} more bytes cut by podium]"
+    return body

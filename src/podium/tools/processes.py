@@ -1,0 +1,391 @@
+"""Commands that end with podium: each runs as the leader of its own process group, is fed, read
+and bounded by one loop, and is registered with a reaper process that kills every group still
+registered when podium exits or is killed (docs/decisions/0011-child-processes.md).
+
+The reaper is a small `python -S -I` process in its own session, started on the first command.
+It reads "+PGID" / "-PGID" lines from a pipe whose write end only podium holds (the end is
+non-inheritable and commands start with close_fds), so it reads EOF when podium's process ends
+in any way, SIGKILL included, and then sends SIGKILL to each group it still holds.
+
+A group is killed and unregistered only while its leader is an unreaped zombie or after it was
+reaped, never on a guess: the leader's exit is observed without reaping it (a pidfd, or waitid
+with WNOWAIT), so the group's id cannot have been reused when podium signals it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import select
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+RUN_ID_VARIABLE = "PODIUM_RUN_ID"  # in every command's environment: the run it belongs to
+DRAIN_SECONDS = 2.0  # how long pipes may stay open once their group was killed
+REAP_SECONDS = 5.0  # how long a killed leader may take to be reaped
+_POLL_SECONDS = 0.02  # how often the leader's exit is polled where there is no pidfd
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks when writable
+_READ_SIZE = 65536
+
+_REAPER_CODE = """\
+import os, signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+groups, rest = set(), b""
+while True:
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    *lines, rest = (rest + chunk).split(b"\\n")
+    for line in lines:
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Reaper:
+    """podium's end of the reaper: registers and unregisters process groups, and starts the
+    reaper process on the first group (again if it was killed). Best effort: when the reaper
+    cannot start, commands still run, without the guard."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._groups: set[int] = set()
+        self._inherited: list[subprocess.Popen[bytes]] = []
+        self._hooked = False
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._send(b"+%d\n" % pgid)
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            if pgid in self._groups:
+                self._groups.discard(pgid)
+                self._send(b"-%d\n" % pgid)
+
+    def pid(self) -> int | None:
+        """The reaper process's id, None before the first command."""
+        with self._lock:
+            return self._proc.pid if self._proc is not None else None
+
+    def _send(self, line: bytes) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            self._start()
+            return
+        assert proc.stdin is not None
+        try:
+            os.write(proc.stdin.fileno(), line)
+        except OSError:  # the reaper was killed: start another, which learns every group
+            self._start()
+
+    def _start(self) -> None:
+        self._stop(wait=1.0)
+        if not self._hooked:
+            self._hooked = True
+            atexit.register(self.close)
+            os.register_at_fork(after_in_child=self._forget)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-S", "-I", "-c", _REAPER_CODE, "podium-reaper"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd="/", close_fds=True, start_new_session=True)
+        except OSError:
+            return
+        self._proc = proc
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):
+            os.write(proc.stdin.fileno(), b"".join(b"+%d\n" % g for g in self._groups))
+
+    def _stop(self, wait: float) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)
+
+    def close(self) -> None:
+        """podium is exiting: the reaper kills the groups still registered, and exits."""
+        with self._lock:
+            self._stop(wait=1.0)
+
+    def _forget(self) -> None:
+        # In a forked child: the parent's reaper is not ours to feed, close or wait for.
+        self._lock = threading.Lock()
+        if self._proc is not None:
+            self._inherited.append(self._proc)
+            self._proc = None
+        self._groups.clear()
+
+
+_reaper = _Reaper()
+
+
+def reaper_pid() -> int | None:
+    """The id of this process's reaper, None until the first command started."""
+    return _reaper.pid()
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command to run as the leader of its own process group."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str | None = None
+    stdin: bytes | None = None  # piped, then closed; None: /dev/null
+    run_id: str | None = None  # set as PODIUM_RUN_ID, the marker of a run's processes
+    output_cap: int = 10 * 1024 * 1024  # bytes kept per stream; the rest is read and dropped
+    term_grace: float = 0.0  # at a timeout or an interrupt: SIGTERM, this long, then SIGKILL
+    # True: done once the leader exited AND stdout and stderr closed (what a shell's `$(...)`
+    # waits for); False: done once the leader exited. Either way the rest of the group is
+    # then killed.
+    wait_for_output: bool = True
+
+
+@dataclass
+class Captured:
+    """What a command wrote to one stream: its first `cap` bytes, and how many were dropped."""
+
+    cap: int
+    data: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = max(self.cap - len(self.data), 0)
+        self.data += chunk[:room]
+        self.dropped += max(len(chunk) - room, 0)
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int  # the leader's exit status; -N when signal N ended it
+    timed_out: bool
+    stdout: Captured
+    stderr: Captured
+
+
+def start(command: Command) -> Running:
+    """Start `command` in a new session (its own process group) and register the group with
+    the reaper. Raises OSError when it cannot start."""
+    env = dict(command.env)
+    if command.run_id is not None:
+        env[RUN_ID_VARIABLE] = command.run_id
+    proc = subprocess.Popen(list(command.argv), cwd=command.cwd, env=env,
+                            stdin=subprocess.DEVNULL if command.stdin is None
+                            else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            close_fds=True, start_new_session=True)
+    try:
+        return Running(proc, command)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        _reaper.discard(proc.pid)
+        raise
+
+
+class Running:
+    """A started command: its leader, its group, its pipes and what they delivered."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], command: Command) -> None:
+        self.proc = proc
+        self.command = command
+        self.pgid = proc.pid
+        _reaper.add(self.pgid)
+        self.exited = False
+        self.reaped = False
+        self.pidfd = _pidfd(proc.pid)
+        self.watching = self.pidfd is not None  # the selector wakes up when the leader exits
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        self.stdout = Captured(command.output_cap)
+        self.stderr = Captured(command.output_cap)
+        self.outputs = {proc.stdout.fileno(): self.stdout, proc.stderr.fileno(): self.stderr}
+        self.selector = selectors.DefaultSelector()
+        for fd in self.outputs:
+            self.selector.register(fd, selectors.EVENT_READ)
+        if self.pidfd is not None:
+            self.selector.register(self.pidfd, selectors.EVENT_READ)
+        self.pending = memoryview(command.stdin or b"")
+        self.stdin_fd: int | None = None
+        if proc.stdin is not None:
+            if self.pending:
+                self.stdin_fd = proc.stdin.fileno()
+                self.selector.register(self.stdin_fd, selectors.EVENT_WRITE)
+            else:
+                self._close_stdin()
+
+    def finish(self, timeout: float | None) -> Finished:
+        """Feed, read and wait until the command is done or `timeout` seconds passed, then
+        kill what is left of its group. Whatever happens (an interrupt too), the group is
+        killed, its leader reaped and the pipes closed when this returns."""
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            timed_out = self._communicate(deadline)
+            self._end(self.command.term_grace if timed_out else 0.0)
+            self._drain(DRAIN_SECONDS)
+        except BaseException:
+            self._end(self.command.term_grace)
+            raise
+        finally:
+            self._close()
+        code = self.proc.returncode
+        return Finished(-signal.SIGKILL if code is None else code, timed_out,
+                        self.stdout, self.stderr)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _communicate(self, deadline: float | None) -> bool:
+        """Run the loop until the command is done; True when the deadline came first."""
+        while True:
+            if self._leader_exited() and (not self.command.wait_for_output
+                                          or not self.outputs):
+                return False
+            if not self._select(deadline):
+                return True
+
+    def _drain(self, seconds: float) -> None:
+        """Read what the killed group left in its pipes, for at most `seconds` (a process
+        that left the group may hold them open)."""
+        end = time.monotonic() + seconds
+        while self.outputs and self._select(end):
+            pass
+
+    def _select(self, end: float | None) -> bool:
+        """Handle one batch of events, waiting until `end` at most; False once `end` passed."""
+        wait = None
+        if end is not None:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                return False
+        if not self.watching and not self.exited:
+            wait = _POLL_SECONDS if wait is None else min(wait, _POLL_SECONDS)
+        for key, _ in self.selector.select(wait):
+            fd = key.fd
+            if fd == self.pidfd:
+                self.selector.unregister(fd)  # stays readable; _leader_exited() takes over
+                self.watching = False
+            elif fd == self.stdin_fd:
+                self._feed()
+            else:
+                data = os.read(fd, _READ_SIZE)
+                if data:
+                    self.outputs[fd].add(data)
+                else:
+                    self.selector.unregister(fd)
+                    del self.outputs[fd]
+        return True
+
+    def _feed(self) -> None:
+        assert self.stdin_fd is not None
+        try:
+            written = os.write(self.stdin_fd, self.pending[:_PIPE_BUF])
+        except OSError:  # the command closed its stdin: the rest is not wanted
+            written = len(self.pending)
+        self.pending = self.pending[written:]
+        if not self.pending:
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        if self.stdin_fd is not None:
+            self.selector.unregister(self.stdin_fd)
+            self.stdin_fd = None
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    # ------------------------------------------------------------------ the group
+
+    def _leader_exited(self) -> bool:
+        """Whether the leader exited, without reaping it: while it is a zombie its pid, and so
+        the group's id, cannot be reused."""
+        if not self.exited:
+            try:
+                info = os.waitid(os.P_PID, self.pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # already reaped
+                info = None
+                self.exited = True
+            else:
+                self.exited = info is not None
+        return self.exited
+
+    def _wait_exit(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self._leader_exited():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self.pidfd is not None:
+                select.select([self.pidfd], [], [], left)
+            else:
+                time.sleep(min(left, _POLL_SECONDS))
+
+    def _kill(self, sig: int) -> None:
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, sig)
+
+    def _end(self, grace: float) -> None:
+        """Kill the whole group (SIGTERM first and up to `grace` seconds for the leader),
+        reap the leader, and unregister the group."""
+        if self.reaped:
+            return
+        if grace > 0 and not self._leader_exited():
+            self._kill(signal.SIGTERM)
+            self._wait_exit(grace)
+        self._kill(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(REAP_SECONDS)
+        if self.proc.returncode is not None:
+            self.reaped = True
+            _reaper.discard(self.pgid)
+
+    def _close(self) -> None:
+        self._close_stdin()
+        self.selector.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (Linux 5.3+), else None."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return None
+    return fd
