@@ -105,7 +105,8 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Any:
         return build_toolbox(wanted_names(step.tools, run.workflow.tools),
                              working_dir or os.getcwd(), servers,
                              lambda: run.providers.shared(f"mcp:{run.path}",
-                                                          lambda: McpHub(servers)), max_chars)
+                                                          lambda: McpHub(servers)), max_chars,
+                             run_id=run.run_id)
     except ToolError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
 

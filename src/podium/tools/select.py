@@ -28,12 +28,13 @@ def wanted_names(agent_tools: list[str] | None, root_tools: list[str]) -> list[s
 
 def build_toolbox(names: list[str] | None, working_dir: str,
                   servers: dict[str, McpServerConfig], hub: Callable[[], McpHub],
-                  max_chars: int = DEFAULT_MAX_CHARS) -> Toolbox | None:
+                  max_chars: int = DEFAULT_MAX_CHARS, *,
+                  run_id: str | None = None) -> Toolbox | None:
     """The toolbox for `names` (see the module doc); None when the agent gets no tool.
     Raises ToolError for an unknown name or a server that cannot be reached."""
     if names is not None and not names:
         return None
-    workspace = Workspace(working_dir)
+    workspace = Workspace(working_dir, run_id=run_id)  # commands it runs carry PODIUM_RUN_ID
     chosen: list[Tool] = []
     if names is None:
         chosen += workspace.tools()
