@@ -306,6 +306,24 @@ def workflow_tests(
     raise typer.Exit(test_command(paths or [Path(".")], output_format, select))
 
 
+@app.command()
+def doctor(
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    port: Annotated[int, typer.Option(
+        "--port", help="The console port to check (podium serve's --port).")] = 8765,
+) -> None:
+    """Check the run store (integrity, leases, processes runs left behind), the providers'
+    keys and runtimes, and the console port; print what is wrong and how to fix it.
+
+    Exit codes: 0 nothing wrong (notes allowed), 1 a problem was found, 3 the run store is
+    damaged or unreadable.
+    """
+    from podium.cli.doctor_cmd import doctor_command
+    ready()
+
+    raise typer.Exit(doctor_command(output_format, port))
+
+
 gate_app = typer.Typer(help="Human gates waiting for an answer.", no_args_is_help=True,
                        rich_markup_mode=None)
 app.add_typer(gate_app, name="gate")

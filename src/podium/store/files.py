@@ -51,15 +51,22 @@ class _Tracked(sqlite3.Connection):
                         _open.pop(key, None)
 
 
-def connect(path: Path, *, timeout: float = 10.0, query_only: bool = False) -> sqlite3.Connection:
+def connect(path: Path, *, timeout: float = 10.0, query_only: bool = False,
+            read_only: bool = False) -> sqlite3.Connection:
     """A connection to the store file, counted so that no check ever opens the file beside it.
 
     Autocommit mode (`isolation_level=None`), shareable between threads behind the caller's
-    lock."""
+    lock. `read_only` opens the file in SQLite's read-only mode (`mode=ro`): nothing done
+    through the connection, closing it included, writes to the database file."""
     key = _key(path)
+    target = str(path)
+    if read_only:
+        from urllib.parse import quote
+
+        target = f"file:{quote(os.path.abspath(path))}?mode=ro"
     with _lock:  # never beside a check that reads the file (see opening())
-        con = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
-                              timeout=timeout, factory=_Tracked)
+        con = sqlite3.connect(target, isolation_level=None, check_same_thread=False,
+                              timeout=timeout, factory=_Tracked, uri=read_only)
         assert isinstance(con, _Tracked)
         _open[key] = _open.get(key, 0) + 1
         con._podium_key = key
