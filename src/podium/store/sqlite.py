@@ -225,6 +225,12 @@ class SQLiteStore:
         if isinstance(exc, sqlite3.DatabaseError) and any(
                 w in text for w in ("malformed", "not a database", "locked")):
             return self._corrupt(exc)
+        name = str(getattr(exc, "sqlite_errorname", ""))
+        if name.startswith(("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_IOERR_FSYNC",
+                            "SQLITE_IOERR_TRUNCATE")):
+            text += f" ({name}: is the disk full, or the file at its size limit?)"
+        elif name:
+            text += f" ({name})"
         return StoreError(f"cannot write to the run store {self.path}: {text}")
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
