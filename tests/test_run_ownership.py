@@ -194,7 +194,7 @@ def _killed_at_slow(root: Path) -> str:
     wf = write(root, SLOW_WF)
     proc = _podium(root, "run", wf, "-i", "hold=30")
     try:
-        assert wait_until(lambda: (root / "slow.log").exists(), TIMEOUT)
+        assert wait_until((root / "slow.log").exists, TIMEOUT)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=TIMEOUT)
     finally:
@@ -246,7 +246,7 @@ def test_a_resume_of_a_live_run_is_refused_naming_its_owner(tmp_path: Path) -> N
     wf = write(tmp_path, SLOW_WF)
     proc = _podium(tmp_path, "run", wf, "-i", "hold=30")
     try:
-        assert wait_until(lambda: (tmp_path / "slow.log").exists(), TIMEOUT)
+        assert wait_until((tmp_path / "slow.log").exists, TIMEOUT)
         (row,) = _runs(tmp_path)
         assert row["status"] == "running"
         refused = _cli(tmp_path, "resume", row["id"])
