@@ -15,6 +15,7 @@ test: install
 
 lint: install
 	$(UV) run --frozen ruff check src tests bench
+	$(UV) run --frozen lint-imports
 
 typecheck: install
 	$(UV) run --frozen mypy

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from podium.engine.clock import Clock, FakeClock
+from podium.clock import Clock, FakeClock
 from podium.engine.run import Engine, RunResult
 from podium.errors import RunError
 from podium.events.model import Event, ModelExchange, RouteTaken, StepStarted

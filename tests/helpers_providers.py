@@ -17,7 +17,7 @@ import pytest
 from fakes.anthropic_server import FakeAnthropic
 from fakes.openai_server import FakeOpenAI
 from helpers_engine import load, write
-from podium.engine.clock import Clock, FakeClock
+from podium.clock import Clock, FakeClock
 from podium.engine.run import Engine, RunResult
 from podium.events.model import Event
 from podium.events.sinks.jsonl import MemorySink

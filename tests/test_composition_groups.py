@@ -16,7 +16,7 @@ import pytest
 
 from helpers_engine import load, run_workflow, write
 from podium.app.inputs import parse_inputs
-from podium.engine.clock import FakeClock
+from podium.clock import FakeClock
 from podium.engine.run import Engine
 from podium.errors import LimitExceeded, StepError
 from podium.events.model import (

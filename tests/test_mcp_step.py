@@ -74,7 +74,7 @@ def test_structured_result_is_the_output_and_routes_on_it(tmp_path: Path) -> Non
     assert event.arguments == {"id": "T-1"}
     assert event.result == ticket
     assert event.is_error is False
-    assert event.elapsed > 0
+    assert event.elapsed == 0.0  # measured on the run's clock, which this test holds still
 
 
 def test_arguments_render_as_native_values(tmp_path: Path) -> None:

@@ -488,7 +488,7 @@ class _FlakyProvider:
 def test_the_agent_step_retries_a_send_and_counts_the_failed_attempts_tokens(
         tmp_path: Path) -> None:
     from helpers_engine import load, write
-    from podium.engine.clock import FakeClock
+    from podium.clock import FakeClock
     from podium.engine.run import Engine
     from podium.events.sinks.jsonl import MemorySink
     from podium.gates.base import ChainAnswerer

@@ -26,7 +26,7 @@ from helpers_engine import (
     wait_until,
     write,
 )
-from podium.engine.clock import FakeClock
+from podium.clock import FakeClock
 from podium.errors import LimitExceeded
 from podium.events.model import LimitReached, StepFailed, StepFinished
 

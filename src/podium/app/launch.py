@@ -15,8 +15,8 @@ from podium.language.model import WorkflowFile
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult
-    from podium.engine.state import RunState
     from podium.events.bus import Sink
+    from podium.steps.state import RunState
     from podium.store.sqlite import SQLiteStore
 
 

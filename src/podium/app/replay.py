@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
 from podium.errors import UsageError
 from podium.replay.recording import Recording, TrajectoryStep
 
+if TYPE_CHECKING:
+    from podium.events.bus import Sink
+    from podium.store.base import RunStore
 
-def recording_of(store: Any, ref: str) -> Recording:
+
+def recording_of(store: RunStore, ref: str) -> Recording:
     """A recording from the store (run id or prefix) or from an exported JSONL file."""
     from podium.replay.recording import load_recording, recording_from_events
 
@@ -34,7 +38,7 @@ def recording_of(store: Any, ref: str) -> Recording:
 
 
 def replay_recording(recording: Recording, verbosity: int = 0, *,
-                     workflow_path: Path | None = None, sink: Any = None) -> dict[str, Any]:
+                     workflow_path: Path | None = None, sink: Sink | None = None) -> dict[str, Any]:
     """Re-execute a recorded run offline and compare it with its recording (against
     `workflow_path` instead of the recorded workflow file, when given; `sink` also receives
     the replay's events)."""

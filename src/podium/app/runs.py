@@ -166,7 +166,7 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    from podium.store.restore import usage_from_events
+    from podium.engine.history import usage_from_events
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
@@ -180,7 +180,7 @@ def _restart_point(store: SQLiteStore, run: RunRecord, wf: WorkflowFile,
                    ) -> tuple[Any, str | None, int | None]:
     """The state to resume with (folded from the committed events), where to start, and the
     seq the state stands at."""
-    from podium.store.restore import fold_events, granted_after, last_start_of
+    from podium.engine.history import fold_events, granted_after, last_start_of
 
     names = ({s.name for s in wf.agents} | {g.name for g in wf.parallel}
              | {g.name for g in wf.for_each})

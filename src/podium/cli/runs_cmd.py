@@ -89,7 +89,7 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str)
 
 def show_command(run_id: str, fmt: str) -> int:
     from podium.app.home import open_store
-    from podium.store.restore import fold_events
+    from podium.engine.history import fold_events
 
     def body() -> int:
         from podium.app.owners import liveness

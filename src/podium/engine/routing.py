@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.engine.state import flatten_scope
 from podium.errors import RouteError
 from podium.language.model import Route
+from podium.steps.state import flatten_scope
 from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition, truthy_text
 
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from podium import __version__
-from podium.engine.clock import Clock, SystemClock
+from podium.clock import Clock, SystemClock
 from podium.engine.routing import choose_route
-from podium.engine.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
 from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, TemplateError
 from podium.events.bus import EventBus
 from podium.events.model import (
@@ -49,6 +48,8 @@ from podium.language.model import (
 )
 from podium.providers.base import ProviderRegistry
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Termination, Usage
+from podium.steps.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
+from podium.store.base import RunStore
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
 RunStatus = Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
@@ -117,7 +118,7 @@ class Engine:
         self.group_names = groups
         self.depth = 0
         self.owns_providers = True
-        self.store: Any = None  # a RunStore, when the run is kept in one
+        self.store: RunStore | None = None  # when the run is kept in one
         info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
         self.services = RunServices(workflow, self.path, TemplateEngine(),
                                     ContextBuilder(info, groups), self.state, self.bus,

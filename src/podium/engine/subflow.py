@@ -22,7 +22,7 @@ from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
-    from podium.engine.state import RunState
+    from podium.steps.state import RunState
 
 MAX_DEPTH = 10
 
@@ -92,7 +92,7 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
     store = parent.store
     if store is None:
         return None
-    from podium.store.restore import fold_events, usage_from_events
+    from podium.engine.history import fold_events, usage_from_events
 
     for run in store.list_runs(parent=parent.run_id, limit=10_000):
         opts = run.options or {}

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import Any, Protocol
+from typing import Protocol
 
+from podium.clock import Clock
 from podium.events.model import Event
 
 
@@ -26,7 +27,7 @@ class Sink(Protocol):
 
 
 class EventBus:
-    def __init__(self, run_id: str, clock: Any, *, start_seq: int = 0,
+    def __init__(self, run_id: str, clock: Clock, *, start_seq: int = 0,
                  parent_run_id: str | None = None) -> None:
         self.run_id = run_id
         self.clock = clock

@@ -19,6 +19,7 @@ from podium.errors import RunError
 from podium.providers.catalog import Capabilities
 
 if TYPE_CHECKING:
+    from podium.events.model import Event
     from podium.providers.settings import ProviderSettings
     from podium.tools.base import Toolbox
 
@@ -46,7 +47,7 @@ class AgentRequest:
     temperature: float | None = None
     # what the session may call, emit and how it retries one API call (all optional)
     toolbox: Toolbox | None = None
-    emit: Callable[[Any], Any] | None = None
+    emit: Callable[[Event], object] | None = None
     retry: Retrier | None = None
     max_agent_iterations: int = 50  # tool round trips per execution
     # the tool names the agent may use after the workflow's root `tools:` list is applied

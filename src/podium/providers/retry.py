@@ -12,10 +12,14 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from podium.language.model import RetryConfig
 from podium.providers.base import ProviderError, TokenUsage
+
+if TYPE_CHECKING:
+    from podium.clock import Clock
+    from podium.events.model import Event
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 T = TypeVar("T")
@@ -60,7 +64,7 @@ class PolicyRetrier:
     a `provider_retry` event before each wait, gives up when the wait would outlast the time
     the agent has left, and names the status and the attempts when it gives up."""
 
-    def __init__(self, policy: RetryPolicy, clock: Any, emit: Callable[[Any], Any], *,
+    def __init__(self, policy: RetryPolicy, clock: Clock, emit: Callable[[Event], object], *,
                  step: str, iteration: int, remaining: Callable[[], float | None] = lambda: None,
                  cancel: threading.Event | None = None) -> None:
         self.policy = policy

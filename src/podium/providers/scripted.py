@@ -42,6 +42,7 @@ from pydantic import (
     model_validator,
 )
 
+from podium.clock import Clock
 from podium.errors import UsageError, WorkflowFileError
 from podium.gates.base import GateAnswer
 from podium.providers.base import AgentRequest, ProviderError, Reply
@@ -191,7 +192,7 @@ class ScriptedProvider:
         tools_filter=True, session_continuity=True,
         reasoning_efforts=("low", "medium", "high", "xhigh", "max"), mcp=True))
     requests: list[dict[str, Any]] = field(default_factory=list)
-    clock: Any = None
+    clock: Clock | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from podium.engine.state import StepRecord
 from podium.errors import RunError
 from podium.gates.base import GateAnswer, GateAnswerer, GateRequest
 from podium.language.model import ScriptStep
-from podium.providers.base import AgentRequest, ProviderRegistry, Reply
+from podium.providers.base import AgentRequest, ProviderRegistry, Reply, Session
 from podium.providers.catalog import Capabilities
 from podium.replay.recording import Recording
 from podium.steps.base import StepCall, StepOutcome
+from podium.steps.state import StepRecord
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
@@ -79,7 +79,7 @@ class ReplayProvider:
                                          reasoning_efforts=("low", "medium", "high", "xhigh",
                                                             "max"), mcp=True)
 
-    def open_session(self, request: AgentRequest) -> Any:
+    def open_session(self, request: AgentRequest) -> Session:
         if self.control.live:
             return self.live.get(request.provider).open_session(request)
         key = (request.step, request.iteration)

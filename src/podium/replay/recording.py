@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from podium.store.base import RunStore
 
 Key = tuple[str, int]
 
@@ -104,7 +107,7 @@ def recording_from_events(events: list[dict[str, Any]],
     return rec
 
 
-def load_recording(store: Any, run_id: str) -> Recording:
+def load_recording(store: RunStore, run_id: str) -> Recording:
     """A stored run's recording, with the recordings of its sub-workflow runs."""
     children: dict[tuple[str, int, str], Recording] = {}
     for child in store.list_runs(parent=run_id, limit=100_000):

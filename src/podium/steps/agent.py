@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium.errors import OutputContractError, StepError
 from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
@@ -39,6 +38,10 @@ from podium.steps.schema import (
     to_json_schema,
 )
 from podium.templating import is_template
+
+if TYPE_CHECKING:
+    from podium.providers.settings import ProviderSettings
+    from podium.tools.base import Toolbox
 
 DEFAULT_CORRECTIONS = 2
 DEFAULT_AGENT_ITERATIONS = 50
@@ -83,7 +86,7 @@ def provider_name_for(run: RunServices, step: AgentStep) -> str:
 def _provider(run: RunServices, name: str) -> Provider:
     runtime = run.workflow.workflow.runtime
 
-    def settings() -> Any:
+    def settings() -> ProviderSettings:
         from podium.providers.settings import resolve_settings
 
         return resolve_settings(name, runtime)
@@ -91,7 +94,7 @@ def _provider(run: RunServices, name: str) -> Provider:
     return run.providers.get(name, settings)
 
 
-def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Any:
+def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbox | None:
     """The tools the model is offered (tools/select.py), or None for none."""
     from podium.tools.base import ToolError
     from podium.tools.mcp import McpHub
@@ -238,7 +241,7 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
     attempt = 0
     while True:
         attempt += 1
-        started = time.monotonic()
+        started = run.clock.monotonic()
         try:
             reply = retrier.call(partial(session.send, message), "model call")
         except ProviderError as exc:
@@ -256,7 +259,7 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
                 "tools": req.tools, **offered},
             response_text=reply.text, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
-            elapsed=time.monotonic() - started, api_calls=len(reply.calls) or 1,
+            elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
             cost_usd=this.cost_usd if this.priced else None))
         if req.output_schema is None:
             return StepOutcome({"result": reply.text}, usage=usage)

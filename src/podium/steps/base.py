@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from podium.engine.state import ContextBuilder, RunState
 from podium.errors import TemplateError
 from podium.language.model import StepBase, WorkflowFile
+from podium.steps.state import ContextBuilder, RunState
 from podium.templating import RenderFailure, TemplateEngine
 
 # Steps whose templates always see every workflow input, even in explicit mode (spec 5.2).
 LOCAL_RENDER_TYPES = frozenset({"script", "set", "wait", "workflow", "mcp"})
 
 if TYPE_CHECKING:
-    from podium.engine.clock import Clock
+    from podium.clock import Clock
     from podium.events.bus import EventBus
     from podium.gates.base import GateAnswerer
     from podium.providers.base import ProviderRegistry

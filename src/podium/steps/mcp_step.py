@@ -329,7 +329,7 @@ def execute_mcp(call: StepCall) -> StepOutcome:
     timeout = step.timeout or (cfg.timeout / 1000.0 if cfg.timeout else DEFAULT_TIMEOUT)
     request = ToolCall(step.server, cfg, run.path.parent, step.tool, arguments,
                        timeout=timeout, run_remaining=run.remaining())
-    started = time.monotonic()
+    started = run.clock.monotonic()
     try:
         reply = call_tool(request)
     except McpCallError as exc:
@@ -339,7 +339,7 @@ def execute_mcp(call: StepCall) -> StepOutcome:
         raise StepError(str(exc), step=name, iteration=it,
                         details={"server": step.server, "tool": step.tool,
                                  "reason": exc.kind}) from None
-    elapsed = time.monotonic() - started
+    elapsed = run.clock.monotonic() - started
     if reply.is_error:
         text = reply.text.strip() or "(no message)"
         line = " ".join(text.split())  # one line for the message; the event keeps it whole

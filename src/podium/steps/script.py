@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +82,7 @@ def execute_script(call: StepCall) -> StepOutcome:
     if remaining is not None and (timeout is None or remaining < timeout):
         timeout, bounded_by_run = max(remaining, 0.001), True
     argv = [command, *args]
-    started = time.monotonic()
+    started = run.clock.monotonic()
     try:
         running = processes.start(Command(
             [exe, *args], env, cwd=cwd, stdin=stdin_bytes, run_id=run.run_id,
@@ -98,7 +97,7 @@ def execute_script(call: StepCall) -> StepOutcome:
                                 limit="timeout", step=name, iteration=it)
         raise StepError(f"script timed out after {step.timeout}s (the whole process group "
                         "was killed)", step=name, iteration=it)
-    elapsed = time.monotonic() - started
+    elapsed = run.clock.monotonic() - started
     exit_code, stdout, stderr = done.returncode, done.stdout.text(), done.stderr.text()
     run.bus.emit(ScriptOutput(step=name, iteration=it, argv=argv, working_dir=cwd,
                               exit_code=exit_code, stdout=stdout, stderr=stderr,

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.engine.clock import FakeClock
+from podium.clock import FakeClock
 from podium.engine.run import Engine, RunResult
 from podium.errors import PodiumError, RunError, StepError
 from podium.events.model import ParseRecovery, RouteTaken, ScriptOutput, StepStarted

@@ -1,4 +1,5 @@
-"""Clocks: the engine reads time and sleeps only through one, so tests can drive time."""
+"""Clocks: the engine, its steps and the event bus read time and sleep only through one, so
+tests can drive time."""
 
 from __future__ import annotations
 

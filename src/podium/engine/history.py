@@ -1,10 +1,16 @@
-"""Rebuilding a run's state from its event history (for resume, resume --from, and views)."""
+"""A run's history folded back into its state and spending (for resume, resume --from, views).
+
+The store keeps the events; what they mean for a run (counts, records, granted limits, usage)
+is engine logic and lives here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from podium.engine.state import RunState, StepRecord
+from podium.steps.state import RunState, StepRecord
+
+if TYPE_CHECKING:
+    from podium.steps.base import Usage
 
 _GROUP_TYPES = ("parallel", "for_each")
 
@@ -77,11 +83,11 @@ def last_start_of(events: list[dict[str, Any]], step: str) -> int | None:
     return found
 
 
-def usage_from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+def usage_from_events(events: list[dict[str, Any]]) -> dict[str, Usage]:
     """Tokens and cost per step, summed over a run's step_finished (and step_failed: a failed
     step may still have spent) events; a group's own event carries its members' usage, so
     member events are not counted again."""
-    from podium.steps.base import Usage
+    from podium.steps.base import Usage  # lazily: fold_events alone loads no template engine
 
     out: dict[str, Usage] = {}
     for e in events:

@@ -2,7 +2,8 @@
 
 The state keeps the latest output of every step (what templates see), the order of stored
 steps (`context.history`), per-step execution counts, and every execution's output (the run's
-history, which a re-executed step never overwrites).
+history, which a re-executed step never overwrites). The engine writes it; steps read it
+through their RunServices, which is why it lives here, below the engine.
 """
 
 from __future__ import annotations
