@@ -166,12 +166,16 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    from podium.engine.history import usage_from_events
+    from podium.engine.history import unfinished_group, usage_from_events
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
     upto = state_seq if state_seq is not None else last_seq
     engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
+    if req.from_step is None:  # members of an interrupted group that finished stay done
+        inside = unfinished_group(events)
+        if inside is not None and inside[0] == start:
+            engine.carried[inside[0]] = inside[1]
     return Advanced(engine, advance(engine, store, start))
 
 

@@ -44,13 +44,47 @@ def _error_entry(name: str, key_field: str, exc: RunError) -> dict[str, Any]:
             "suggestion": None}
 
 
+class RecordedFailure(StepError):
+    """A member's failure as its committed step_failed event recorded it (a resumed group
+    reuses it rather than running the member again)."""
+
+    def __init__(self, message: str, error_type: str, **where: Any) -> None:
+        super().__init__(message, **where)
+        self._error_type = error_type
+
+    @property
+    def error_type(self) -> str:
+        return self._error_type
+
+
+def _reused(event: dict[str, Any], key: str) -> _Done:
+    """A member that finished (or failed) before the run was interrupted, from its committed
+    event: not run again, and its events not recorded again."""
+    usage = Usage(int(event.get("input_tokens", 0)), int(event.get("output_tokens", 0)),
+                  int(event.get("cached_tokens", 0)), event.get("cost_usd"), event.get("model"),
+                  bool(event.get("priced", True)))
+    if event["type"] == "step_failed":
+        details = dict(event.get("details") or {})
+        if usage.input_tokens or usage.output_tokens or usage.cost_usd:
+            details["usage_rows"] = {str(event["step"]): usage}
+        return _Done(key, 0, None, RecordedFailure(
+            str(event.get("message", "")), str(event.get("error_type", "StepError")),
+            step=str(event["step"]), iteration=int(event["iteration"]), details=details))
+    spent = usage if (usage.input_tokens or usage.output_tokens or usage.model) else None
+    return _Done(key, 0, StepOutcome(event.get("output"), usage=spent), None)
+
+
 def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, group: str,
-                extra: dict[str, Any] | None) -> _Done:
-    """Run one member or item in a worker thread, with its own events."""
+                extra: dict[str, Any] | None,
+                carried: dict[str, dict[str, Any]] | None = None) -> _Done:
+    """Run one member or item in a worker thread, with its own events (or reuse what it
+    recorded before the run was interrupted, from `carried`)."""
+    label = step.name if extra is None else f"{step.name}[{key}]"
+    if carried and label in carried:
+        return _reused(carried[label], key)
     services = engine.services
     services.local.extra = extra
     started = engine.clock.monotonic()
-    label = step.name if extra is None else f"{step.name}[{key}]"
     engine.bus.emit(StepStarted(step=label, step_type=step.type, iteration=iteration,
                                 run_iteration=engine.state.run_iteration, group=group))
     try:
@@ -164,9 +198,10 @@ def _spent(done: _Done) -> Usage | None:
 def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOutcome:
     members = [engine.steps[m] for m in group.agents]
     counts = engine.state.step_counts
+    carried = engine.carried.pop(group.name, None)
     jobs: list[Callable[[], _Done]] = [
         functools.partial(_run_member, engine, s, counts.get(s.name, 0) + 1, s.name,
-                          group=group.name, extra=None)
+                          group=group.name, extra=None, carried=carried)
         for s in members
     ]
     done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
@@ -270,6 +305,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
     engine.check_iterations(group.name, need=len(items))
     step = group.agent
     base = engine.state.step_counts.get(step.name, 0)
+    carried = engine.carried.pop(group.name, None)
     keys = [_item_key(item, i, group.key_by) for i, item in enumerate(items)]
 
     def job(i: int) -> Callable[[], _Done]:
@@ -279,7 +315,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
 
         def run() -> _Done:
             done = _run_member(engine, step, base + i + 1, keys[i], group=group.name,
-                               extra=extra)
+                               extra=extra, carried=carried)
             done.index = i
             return done
 

@@ -29,9 +29,13 @@ def fold_events(events: list[dict[str, Any]], *, upto_seq: int | None = None,
                 default_max: int = 10) -> RunState:
     """The state after applying `events` (only those with seq <= upto_seq, when given).
 
-    A group member's events (they carry `group`) only advance the member's execution count:
-    the group's own step_finished holds their outputs and counts their executions."""
+    A group member's events (they carry `group`) only advance the member's execution count,
+    and only once their group finished: a member commits on its own, and the members of a
+    group that a kill interrupted count when the group finally completes (`unfinished_group`
+    reuses them). The group's own step_finished holds their outputs and counts their
+    executions."""
     state: RunState | None = None
+    members: dict[str, dict[str, int]] = {}  # group -> member name -> highest iteration
     for e in events:
         if upto_seq is not None and e["seq"] > upto_seq:
             break
@@ -45,8 +49,11 @@ def fold_events(events: list[dict[str, Any]], *, upto_seq: int | None = None,
             continue
         if t in ("step_finished", "step_failed") and e.get("group"):
             name = str(e["step"]).split("[", 1)[0]
-            state.step_counts[name] = max(state.step_counts.get(name, 0), int(e["iteration"]))
+            seen = members.setdefault(str(e["group"]), {})
+            seen[name] = max(seen.get(name, 0), int(e["iteration"]))
         elif t == "step_finished":
+            for name, it in members.pop(e["step"], {}).items():
+                state.step_counts[name] = max(state.step_counts.get(name, 0), it)
             state.step_counts[e["step"]] = int(e["iteration"])
             state.run_iteration += (_group_size(e) if e["step_type"] in _GROUP_TYPES else 1)
             state.store(e["step"], e.get("output"))
@@ -100,3 +107,25 @@ def usage_from_events(events: list[dict[str, Any]]) -> dict[str, Usage]:
         prev = out.get(e["step"])
         out[e["step"]] = u if prev is None else prev + u
     return out
+
+
+def unfinished_group(events: list[dict[str, Any]]) -> tuple[str, dict[str, dict[str, Any]]] | None:
+    """The group a run was inside when it stopped, with the members that had already finished
+    or failed then (their step_finished or step_failed event, by member label): a resume
+    reuses them instead of running them, and of recording them, again. None when the run's
+    last step started was not a group, or it completed."""
+    group: str | None = None
+    done: dict[str, dict[str, Any]] = {}
+    for e in events:
+        t = e["type"]
+        if e.get("group"):
+            if group is not None and e["group"] == group and t in ("step_finished",
+                                                                    "step_failed"):
+                done[str(e["step"])] = e
+            continue
+        if t == "step_started":
+            group = e["step"] if e.get("step_type") in _GROUP_TYPES else None
+            done = {}
+        elif t in ("step_finished", "step_failed") and e["step"] == group:
+            group, done = None, {}
+    return (group, done) if group is not None else None

@@ -119,6 +119,9 @@ class Engine:
         self.depth = 0
         self.owns_providers = True
         self.store: RunStore | None = None  # when the run is kept in one
+        # A resumed run's group that was interrupted: its members that had already finished
+        # or failed, by member label, from their committed events (engine/history.py).
+        self.carried: dict[str, dict[str, dict[str, Any]]] = {}
         info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
         self.services = RunServices(workflow, self.path, TemplateEngine(),
                                     ContextBuilder(info, groups), self.state, self.bus,

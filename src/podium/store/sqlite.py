@@ -67,9 +67,16 @@ class _Pending:
     checkpoint: bool = False  # ... and the checkpoint that commits them
 
 
+def _completes_step(event: Event) -> bool:
+    """Does this event complete a step that its checkpoint must commit? A group member's
+    step_finished does not: a member is committed on its own as soon as it finishes, so a
+    resume after a kill inside the group reuses it instead of running it again."""
+    return event.type in _DEFERRED and getattr(event, "group", None) is None
+
+
 def _defers(event: Event) -> bool:
     """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
-    if event.type in _DEFERRED:
+    if _completes_step(event):
         return True
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
@@ -346,7 +353,7 @@ class SQLiteStore:
                 # routing error): the step was not committed, so its events are not either
                 del self._pending[event.run_id]
             pending = self._pending_of(event.run_id)
-            if event.type in _DEFERRED:
+            if _completes_step(event):
                 pending.step = True
             elif event.type == "checkpoint":
                 pending.checkpoint = True
