@@ -14,8 +14,9 @@ The test fails on any store error on stderr ("disk I/O error", "malformed", "dat
 locked", ...), any traceback, any command that hangs past its timeout, any exit code the
 README does not allow for what the command was asked (a refusal only with the message that
 says why), any console answer other than 200, and, at the end, on a store whose `PRAGMA
-integrity_check` is not ok, that lacks a run some `podium run` (or `fork`) announced, or that
-keeps a run as running when no process runs it any more.
+integrity_check` is not ok, that lacks a run some `podium run` (or `fork`) announced, that
+keeps a run as running when no process runs it any more, or that holds a gate answer podium
+accepted but the run never took.
 
 The second test is the console-restart case made deterministic: a `run --web` run waits at its
 gate while other processes open and close the store alone; the answer must still reach it.
@@ -39,6 +40,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -745,6 +747,26 @@ def _store_rows(db_path: Path) -> tuple[list[tuple[str]], dict[str, str]]:
     return integrity, statuses
 
 
+def _lost_answers(db_path: Path) -> dict[str, list[tuple[str, str]]]:
+    """Answers podium accepted (a gate row holds one) that their run never took: by run, the
+    (step, answer) pairs left over once each gate_answered event has claimed its own. These
+    workflows script no gate, so every gate_answered event comes from such an answer."""
+    db = sqlite3.connect(str(db_path), timeout=30)
+    try:
+        given = db.execute("SELECT run_id, step, answer FROM gates "
+                           "WHERE answer IS NOT NULL").fetchall()
+        taken = [(rid, json.loads(body)) for rid, body in db.execute(
+            "SELECT run_id, body FROM events WHERE type = 'gate_answered'").fetchall()]
+    finally:
+        db.close()
+    left = Counter((rid, step, answer) for rid, step, answer in given)
+    left.subtract(Counter((rid, e["step"], e["selected"]) for rid, e in taken))
+    lost: dict[str, list[tuple[str, str]]] = {}
+    for (rid, step, answer), n in sorted(left.items()):
+        lost.setdefault(rid, []).extend([(step, answer)] * max(0, n))
+    return {rid: pairs for rid, pairs in lost.items() if pairs}
+
+
 @pytest.mark.timeout(240)
 def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path) -> None:
     home, flows, logs = tmp_path / "home", tmp_path / "flows", tmp_path / "logs"
@@ -824,6 +846,8 @@ def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path) 
     left = {rid: s for rid, s in statuses.items() if s not in FINAL_STATUSES}
     if left:
         failures.append(f"runs that no process runs any more, left as: {left}")
+    if integrity == [("ok",)] and (lost := _lost_answers(home / "podium.db")):
+        failures.append(f"gate answers podium accepted that their run never took: {lost}")
     # The stress did what it says: every kind of command ran, on a live console.
     kinds = {e["kind"] for e in entries}
     if not kinds >= KINDS or console.requests < 10:
