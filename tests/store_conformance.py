@@ -38,7 +38,16 @@ from podium.events.model import (
     StepStarted,
     parse_event,
 )
-from podium.store.base import Checkpoint, GateRecord, RunNotFound, RunRecord, RunStore, StoreError
+from podium.store.base import (
+    Checkpoint,
+    GateRecord,
+    Owner,
+    RunNotFound,
+    RunOwned,
+    RunRecord,
+    RunStore,
+    StoreError,
+)
 
 Opener = Callable[[Path], RunStore]
 
@@ -371,6 +380,47 @@ class RunStoreConformance:
         with pytest.raises(StoreError, match="not open"):
             store.answer_gate(gate, "fix", {}, "cli")
         assert store.gates()[0].answer == "yes"
+
+    def test_withdrawing_closes_only_the_open_gates_at_once(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A resume withdraws the gates nobody answered (the run asks them again): another
+        process sees it at once, so an answer either lands before (and is used) or finds no
+        open gate; it is never recorded on a gate the run no longer waits at."""
+        writer, other = handles(), handles()
+        writer.create_run(_record("r1"))
+        answered = writer.open_gate(self._gate("r1", "first"))
+        unanswered = writer.open_gate(self._gate("r1", "second"))
+        other.answer_gate(answered, "yes", {}, "cli")
+        assert writer.withdraw_gates("r1") == [unanswered]
+        assert {g.id: g.status for g in other.gates(run_id="r1")} == {
+            answered: "answered", unanswered: "withdrawn"}
+        with pytest.raises(StoreError, match="not open"):
+            other.answer_gate(unanswered, "yes", {}, "cli")
+        assert writer.withdraw_gates("r1") == []
+
+    # ------------------------------------------------------------------ leases
+
+    def test_a_run_is_created_with_its_owner_and_only_one_owner_holds_it(
+            self, handles: Callable[[], RunStore]) -> None:
+        first, second = handles(), handles()
+        alive = {"a": True}
+        owner_a = Owner(101, 1.0, "host", "run")
+        owner_b = Owner(202, 2.0, "host", "resume")
+        first.create_run(_record("r1"), owner_a)
+        lease = second.lease("r1")
+        assert lease is not None
+        assert lease.owner == owner_a
+        with pytest.raises(RunOwned, match="pid 101"):
+            second.acquire_lease("r1", owner_b, lambda held: alive["a"])
+        alive["a"] = False  # the owner died: its lease is taken over
+        assert second.acquire_lease("r1", owner_b, lambda held: alive["a"]).owner == owner_b
+        assert not first.heartbeat("r1", owner_a)
+        assert second.heartbeat("r1", owner_b)
+        assert [lease.run_id for lease in first.leases()] == ["r1"]
+        second.release_lease("r1", owner_a)  # not its lease: nothing happens
+        assert first.lease("r1") is not None
+        second.release_lease("r1", owner_b)
+        assert first.lease("r1") is None
 
     # ------------------------------------------------------------------ under the engine
 

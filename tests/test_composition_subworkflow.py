@@ -833,7 +833,8 @@ def test_an_item_parks_visibly_while_another_item_commits_its_answer(
     forcing.clear()
     assert len(cli.open_gates()) == 1
     with closing(SQLiteStore(cli.db)) as store:
-        assert sorted(g.status for g in store.gates()) == ["consumed", "consumed", "open"]
+        # the answered gate was used; the other, asked again, was withdrawn and reopened
+        assert sorted(g.status for g in store.gates()) == ["consumed", "open", "withdrawn"]
         children = {r.id: r for r in store.list_runs(parent=root)}
         assert sorted(r.status for r in children.values()) == ["success", "waiting"]
         # the answered child's gate step is committed with its answer

@@ -380,3 +380,44 @@ def test_podium_store_names_the_store_file(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (2,)
     finally:
         con.close()
+
+
+GATE_WF = """
+workflow: {name: gated, entry_point: approval}
+agents:
+  - name: approval
+    type: human_gate
+    prompt: "Release?"
+    options:
+      - {label: Approve, value: approved, route: released}
+      - {label: Reject, value: rejected, route: $end}
+  - {name: released, type: terminate, status: success, reason: released}
+"""
+
+
+def test_an_answer_racing_a_resume_is_used_or_refused_never_lost(tmp_path: Path) -> None:
+    """`resume` and `gate answer` at the same moment: either the answer lands first and the
+    resumed run uses it, or the resume withdrew the gate first and the answer is refused
+    (exit 2) and the run parks at it again; an accepted answer is never left unused."""
+    wf = write(tmp_path, GATE_WF)
+    for _ in range(5):
+        parked = _cli(tmp_path, "run", wf, "--json")
+        assert parked.returncode == 5, parked.stderr
+        run_id = json.loads(parked.stdout)["run_id"]
+        resume = _podium(tmp_path, "resume", run_id)
+        answer = _podium(tmp_path, "gate", "answer", run_id, "approved")
+        (_, resume_err), (_, answer_err) = (resume.communicate(timeout=TIMEOUT),
+                                            answer.communicate(timeout=TIMEOUT))
+        assert "Traceback" not in resume_err + answer_err
+        if answer.returncode == 2:
+            assert "no gate waiting" in answer_err, answer_err
+            assert resume.returncode == 5, resume_err  # it asked again and parks
+            again = _cli(tmp_path, "gate", "answer", run_id, "approved")
+            assert again.returncode == 0, again.stderr
+        else:
+            assert answer.returncode in (0, 5), answer_err
+        row = next(r for r in _runs(tmp_path) if r["id"] == run_id)
+        assert (row["status"], row["terminal"]) == ("success", "released"), (
+            row, resume_err, answer_err)
+        gates = _cli(tmp_path, "gate", "list")
+        assert run_id not in gates.stdout

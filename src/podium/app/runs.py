@@ -152,8 +152,6 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
     state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)
-    for gate in store.gates(run_id=run.id, status="open"):
-        store.consume_gate(gate.id)
     original = run.options or {}
     responses = req.responses
     if responses is None and original.get("responses"):
@@ -167,6 +165,8 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
     from podium.engine.history import unfinished_group, usage_from_events
+
+    store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as the run goes on
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)

@@ -8,6 +8,7 @@ from podium import exitcodes
 from podium.app.runs import ResumeRequest
 from podium.cli.run_cmd import fail, report
 from podium.errors import PodiumError
+from podium.store.base import RunOwned
 
 __all__ = ["ResumeRequest", "gate_answer_command", "resume_command"]
 
@@ -53,12 +54,16 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
                          f"{answered.answer}\n")
         if not resume:
             return exitcodes.OK
+        live = (f"podium: run {root.id} is running and goes on with the answer itself; if "
+                f"it parks instead, `podium resume {root.id}` continues with it\n")
         if answered.live:  # e.g. `podium run --web`, polling the store for this answer
-            sys.stderr.write(f"podium: run {root.id} is running and goes on with the answer "
-                             f"itself; if it parks instead, `podium resume {root.id}` "
-                             "continues with it\n")
+            sys.stderr.write(live)
             return exitcodes.OK
-        done = resume_run(store, root.id, req, _observers(req))
+        try:
+            done = resume_run(store, root.id, req, _observers(req))
+        except RunOwned:  # another process took the run meanwhile: it finds the answer
+            sys.stderr.write(live)
+            return exitcodes.OK
         return report(done, LaunchOptions(json_out=req.json_out))
     except PodiumError as exc:
         return fail("", exc)

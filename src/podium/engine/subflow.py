@@ -172,8 +172,7 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         child.restore_usage(existing.usage)
         if parent.store is not None:
             # a gate it parked at and nobody answered is asked again (and re-opened) below
-            for gate in parent.store.gates(run_id=existing.run_id, status="open"):
-                parent.store.consume_gate(gate.id)
+            parent.store.withdraw_gates(existing.run_id)
     elif parent.store is not None:
         from podium.engine.run import file_hash
         from podium.store.base import RunRecord

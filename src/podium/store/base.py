@@ -117,7 +117,7 @@ class GateRecord:
     kind: str
     prompt: str
     options: list[dict[str, Any]]
-    status: str  # open | answered | consumed
+    status: str  # open | answered | consumed | withdrawn (asked again on resume)
     created_at: float
     answer: str | None = None
     additional_input: dict[str, str] = field(default_factory=dict)
@@ -154,6 +154,10 @@ class RunStore(Protocol):
                     answered_by: str) -> None: ...
 
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
+        ...
+
+    def withdraw_gates(self, run_id: str) -> list[int]:
+        """Close the run's open gates at once (it is resumed and asks them again)."""
         ...
 
     def consume_gate(self, gate_id: int) -> None:

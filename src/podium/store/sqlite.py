@@ -456,6 +456,24 @@ class SQLiteStore:
             pending.writes.append(("UPDATE gates SET status = 'consumed' WHERE id = ?",
                                    (gate_id,)))
 
+    def withdraw_gates(self, run_id: str) -> list[int]:
+        """Close, at once and atomically, the gates of `run_id` still open (nobody answered
+        them): the run, resumed by the caller, asks them again. A gate answered a moment
+        before keeps its answer; an answer given a moment after finds no open gate."""
+        with self._lock:
+            self._write("BEGIN IMMEDIATE", ())
+            try:
+                ids = [int(r[0]) for r in self._write(
+                    "SELECT id FROM gates WHERE run_id = ? AND status = 'open'",
+                    (run_id,)).fetchall()]
+                self._write("UPDATE gates SET status = 'withdrawn' WHERE run_id = ? AND "
+                            "status = 'open'", (run_id,))
+                self._write("COMMIT", ())
+            except BaseException:
+                self._rollback()
+                raise
+            return ids
+
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
         with self._lock:
             consumed = {g for p in self._pending.values() for g in p.consumed}
