@@ -28,3 +28,4 @@ bench: install
 	$(UV) run --frozen python bench/bench_providers.py
 	$(UV) run --frozen python bench/bench_foreach.py
 	$(UV) run --frozen python bench/bench_store.py
+	$(UV) run --frozen python bench/bench_store_growth.py
