@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from podium.app.owners import liveness, owner_alive, process_start, resume_hint
+from podium.app.owners import liveness, owner_alive, owner_state, resume_hint
 
 if TYPE_CHECKING:
     from podium.store.base import Lease, RunRecord
@@ -292,11 +292,11 @@ def _interrupted(run: RunRecord, lease: Lease | None, now: float) -> Finding:
     owner = lease.owner
     who = f"pid {owner.pid}, `podium {owner.command}`"
     silent = int(now - lease.heartbeat_at)
-    if owner.host != socket.gethostname():
+    state = owner_state(lease, now)
+    if state == "silent":
         return _problem(RUNS, f"{what} was interrupted: its owner on {owner.host} ({who}) has "
                               f"not renewed its lease for {silent} s", fix)
-    start = process_start(owner.pid)
-    if start is not None and abs(start - owner.pid_start) < 0.01:
+    if state == "hung":
         return _problem(RUNS, f"{what} is stuck: its owner ({who}) is alive but has not "
                               f"renewed its lease for {silent} s",
                         f"if it hangs, end it (kill {owner.pid}), then {fix}")

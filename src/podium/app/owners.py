@@ -25,7 +25,7 @@ HEARTBEAT = 5.0  # seconds between an owner's heartbeats
 STALE = 30.0  # a heartbeat older than this means the owner is gone
 
 
-def _host() -> str:
+def this_host() -> str:
     return socket.gethostname()
 
 
@@ -43,19 +43,26 @@ def process_start(pid: int) -> float | None:
 def this_process(command: str) -> Owner:
     pid = os.getpid()
     start = process_start(pid)
-    return Owner(pid, start if start is not None else time.time(), _host(), command)
+    return Owner(pid, start if start is not None else time.time(), this_host(), command)
+
+
+def owner_state(lease: Lease, now: float | None = None) -> str:
+    """`alive`; `gone` (its pid is gone, or now another process's); `hung` (alive but its
+    heartbeat is stale); `silent` (on another host, heartbeat stale)."""
+    now = time.time() if now is None else now
+    stale = now - lease.heartbeat_at > STALE
+    owner = lease.owner
+    if owner.host != this_host():  # another machine: its heartbeat is all there is to go by
+        return "silent" if stale else "alive"
+    start = process_start(owner.pid)
+    if start is None or abs(start - owner.pid_start) >= 0.01:
+        return "gone"
+    return "hung" if stale else "alive"
 
 
 def owner_alive(lease: Lease, now: float | None = None) -> bool:
-    """Is the lease's owner still the live process that took it?"""
-    now = time.time() if now is None else now
-    if now - lease.heartbeat_at > STALE:
-        return False
-    owner = lease.owner
-    if owner.host != _host():
-        return True  # another machine: its heartbeat is all there is to go by
-    start = process_start(owner.pid)
-    return start is not None and abs(start - owner.pid_start) < 0.01
+    """Is the lease's owner still the live process that took it, and renewing it?"""
+    return owner_state(lease, now) == "alive"
 
 
 def ancestors() -> set[int]:

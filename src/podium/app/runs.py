@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
 from podium.app.launch import LaunchOptions, advance, make_engine
-from podium.app.owners import Liveness, Ownership, ancestors, kept, liveness, owning
+from podium.app.owners import (
+    Liveness,
+    Ownership,
+    ancestors,
+    kept,
+    liveness,
+    owning,
+    this_host,
+)
 from podium.errors import PodiumError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
 from podium.language.model import END, WorkflowFile
@@ -316,7 +324,7 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
                        f"run {run.id} has no live process (it was killed?); it stays "
                        f"resumable: podium resume {run.id}", marked=True)
     owner = live.lease.owner
-    if owner.host != _host():
+    if owner.host != this_host():
         raise Refused(f"run {run.id} runs on {owner.host} (pid {owner.pid}); stop it there",
                       kind="conflict")
     # a parent of this process: a script of that very run asking to stop it would kill its
@@ -336,12 +344,6 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
                    f"run {run.id} stopped (status: {final}); resume it with "
                    f"podium resume {run.id}" if final != "running" else
                    f"run {run.id} was asked to stop (pid {owner.pid}) and is still running")
-
-
-def _host() -> str:
-    import socket
-
-    return socket.gethostname()
 
 
 # ----------------------------------------------------------------------------- list
