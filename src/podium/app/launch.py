@@ -76,6 +76,11 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
         answerers.append(SkipGatesAnswerer())
     elif interactive:
         answerers.append(TerminalAnswerer())
+    store.redactor = engine.bus.redactor  # the store writes no secret either
+    from podium.app.environ import hide_from_proc
+    from podium.events.redact import secret_names
+
+    hide_from_proc(secret_names(wf))  # nor can a command read them from podium's /proc
     engine.bus.add_committer(store)
     for observer in opts.observers:
         engine.bus.add(observer)

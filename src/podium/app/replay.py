@@ -63,7 +63,14 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     wf, code = load_valid(path)
     if wf is None:
         return {**base, "why": f"its workflow file is now invalid: {path}", "error_code": code}
-    engine = Engine(wf, path, inputs=dict(recording.inputs), providers=ProviderRegistry(),
+    from podium.events.redact import MissingSecret, restore_secrets, secret_names
+
+    try:  # secret inputs were recorded as <secret:NAME>: their values come from here again
+        inputs = restore_secrets(dict(recording.inputs), secret_names(wf))
+    except MissingSecret as exc:
+        return {**base, "why": f"the run was given secret inputs: set {exc} in the "
+                "environment to replay it", "error_code": exitcodes.INVALID}
+    engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(),
                     answerer=ChainAnswerer([]), options=RunOptions(skip_gates=False))
     control = ReplayControl()
     attach_replay(engine, recording, control)
@@ -75,6 +82,7 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     if verbosity >= 2:
         engine.bus.add(ConsoleSink(sys.stderr, 1))
     result = engine.run()
+    result.output = engine.bus.redactor.value(result.output)  # compared, and shown, redacted
     final = recording.final
     report = {**base, "steps": len(result.path), "status": result.status,
               "output": result.output, "terminal": result.terminal,

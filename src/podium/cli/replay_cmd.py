@@ -61,7 +61,7 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
     from podium.app.home import open_store
     from podium.app.inputs import coerce_cli_value
     from podium.app.launch import LaunchOptions
-    from podium.app.runs import Reported, StartRequest, start_run
+    from podium.app.runs import Reported, StartRequest, start_run, with_secrets
     from podium.app.workflows import load_valid
     from podium.cli.run_cmd import report
     from podium.events.sinks.console import ConsoleSink
@@ -82,7 +82,7 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
         wf, code = load_valid(path)
         if wf is None:
             raise Reported(code)
-        inputs = dict(parent.inputs)
+        inputs = with_secrets(dict(parent.inputs), wf, f"fork run {parent.id}")
         for pair in pairs:
             if "=" not in pair:
                 raise UsageError(f"--input {pair!r}: expected NAME=VALUE")

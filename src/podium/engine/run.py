@@ -8,7 +8,6 @@ on the bus. A `Checkpointer` (the run store) may observe each committed step.
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import signal
 import threading
@@ -36,6 +35,7 @@ from podium.events.model import (
     StepFinished,
     StepStarted,
 )
+from podium.events.redact import secret_values
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.language.model import (
     END,
@@ -105,7 +105,7 @@ class Engine:
         self.options = options or RunOptions()
         if not self.options.record:
             self.bus.drop = frozenset(UNRECORDED_EVENTS)
-        self.bus.redact = secret_values(workflow)
+        self.bus.redactor.add(secret_values(workflow))  # events/redact.py
         wf = workflow.workflow
         self.state = state or RunState(inputs=inputs, max_iterations=wf.limits.max_iterations)
         self.resumed = state is not None
@@ -583,14 +583,3 @@ class ChildParked(RunError):
 
 # What the outside world gave a run; not kept when recording is off.
 UNRECORDED_EVENTS = ("model_exchange", "script_output", "mcp_called")
-
-# Environment variables whose values are secrets even when the workflow does not say so.
-SECRET_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
-                    "AZURE_OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
-                    "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN")
-
-
-def secret_values(workflow: WorkflowFile) -> dict[str, str]:
-    """Values never to record, by variable name: the workflow's `secrets:` and API keys."""
-    names = {*SECRET_VARIABLES, *workflow.workflow.secrets}
-    return {n: v for n in names if len(v := os.environ.get(n, "")) >= 4}

@@ -108,9 +108,24 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
         state = fold_events(events, upto_seq=cp.seq if cp else None)
         if cp is None:
             state.inputs = dict(run.inputs)
+        state.inputs = _with_secrets(state.inputs, parent, step, iteration)
         start = (cp.next_step or cp.step) if cp else None
         return _Existing(run.id, run.status, None, state, start, last, usage)
     return None
+
+
+def _with_secrets(inputs: dict[str, Any], parent: Engine, step: str,
+                  iteration: int) -> dict[str, Any]:
+    """A child run's stored inputs with its secret values (stored as `<secret:NAME>`) taken
+    from the environment again."""
+    from podium.events.redact import MissingSecret, restore_secrets
+
+    try:
+        restored: dict[str, Any] = restore_secrets(inputs, set(parent.bus.redactor.secrets))
+    except MissingSecret as exc:
+        raise StepError(f"the sub-workflow run needs {exc} set in the environment to go on",
+                        step=step, iteration=iteration) from None
+    return restored
 
 
 def _total(rows: dict[str, Usage]) -> Usage | None:
@@ -148,6 +163,9 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     child.depth = parent.depth + 1
     child.owns_providers = False
     child.bus.parent_run_id = parent.run_id
+    # a sub-workflow inherits its parent's secrets, and its own count for its parent too
+    parent.bus.redactor.add(child.bus.redactor.secrets)
+    child.bus.redactor = parent.bus.redactor
     for sink in parent.bus.sinks:
         child.bus.add(sink)
     for committer in parent.bus.committers:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from podium.clock import Clock
 from podium.events.model import Event
+from podium.events.redact import Redactor
 
 
 class Sink(Protocol):
@@ -39,7 +40,7 @@ class EventBus:
         self._broken: set[int] = set()
         self._lock = threading.Lock()
         self.drop: frozenset[str] = frozenset()  # event types not to record
-        self.redact: dict[str, str] = {}  # secret values, by name, never to record
+        self.redactor = Redactor()  # secret values never to record (shared with sub-runs)
 
     def add(self, sink: Sink) -> None:
         """An observer: it may fail, with a warning."""
@@ -59,7 +60,7 @@ class EventBus:
             stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
                                                "ts": self.clock.now(),
                                                "parent_run_id": self.parent_run_id})
-            if self.redact:
+            if self.redactor:
                 stamped = self._redacted(stamped)
             for committer in self.committers:
                 try:
@@ -78,17 +79,9 @@ class EventBus:
                                      f"disabled: {type(exc).__name__}: {exc}\n")
         return stamped
 
-    def redact_json(self, text: str) -> str:
-        """JSON text with every secret value replaced by `<secret:NAME>`."""
-        for name, value in self.redact.items():
-            quoted = json.dumps(value)[1:-1]
-            if quoted in text:
-                text = text.replace(quoted, f"<secret:{name}>")
-        return text
-
     def _redacted(self, event: Event) -> Event:
         text = event.model_dump_json()
-        clean = self.redact_json(text)
+        clean = self.redactor.text(text)
         if clean == text:
             return event
         from podium.events.model import parse_event

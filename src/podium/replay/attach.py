@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import RunError
+from podium.events.redact import Redactor
 from podium.gates.base import GateAnswer, GateAnswerer, GateRequest
 from podium.language.model import ScriptStep
 from podium.providers.base import AgentRequest, ProviderRegistry, Reply, Session
@@ -71,10 +72,12 @@ class ReplayProvider:
     name = "replay"
 
     def __init__(self, recording: Recording, control: ReplayControl,
-                 live: ProviderRegistry) -> None:
+                 live: ProviderRegistry, redactor: Redactor | None = None) -> None:
         self.recording = recording
         self.control = control
         self.live = live
+        # the recording holds `<secret:NAME>` where a secret was: compare like with like
+        self.redactor = redactor or Redactor()
         self.capabilities = Capabilities(session_continuity=True,
                                          reasoning_efforts=("low", "medium", "high", "xhigh",
                                                             "max"), mcp=True)
@@ -95,9 +98,10 @@ class ReplayProvider:
                 f"{request.iteration}: the run took a path the recorded run did not",
                 kind="missing", step=request.step, iteration=request.iteration))
         recorded = self.recording.prompts.get(key, {})
-        for what, then, now in (("prompt", recorded.get("prompt"), request.prompt),
+        hide = self.redactor.text
+        for what, then, now in (("prompt", recorded.get("prompt"), hide(request.prompt)),
                                 ("system prompt", recorded.get("system_prompt"),
-                                 request.system_prompt)):
+                                 hide(request.system_prompt or ""))):
             if (then or "") != (now or ""):
                 raise _diverge(self.control, Divergence(
                     f"a different {what} was rendered for '{request.step}' (execution "
@@ -136,7 +140,8 @@ class _ReplaySession:
 
 
 def _replay_script(recording: Recording, control: ReplayControl,
-                   live: Callable[[StepCall], StepOutcome]) -> Callable[[StepCall], StepOutcome]:
+                   live: Callable[[StepCall], StepOutcome],
+                   redactor: Redactor) -> Callable[[StepCall], StepOutcome]:
     from podium.events.model import ScriptOutput
     from podium.steps.script import render_argv, script_outcome
 
@@ -151,7 +156,7 @@ def _replay_script(recording: Recording, control: ReplayControl,
             raise _diverge(control, Divergence(
                 f"the recording has no result for script '{step.name}' execution "
                 f"{call.iteration}", kind="missing", step=step.name, iteration=call.iteration))
-        argv = render_argv(call)
+        argv = redactor.value(render_argv(call))
         if argv != list(got.get("argv", [])):
             raise _diverge(control, Divergence(
                 f"script '{step.name}' would run {argv} but the recording ran "
@@ -219,10 +224,12 @@ class ReplayAnswerer:
 class ReplayObserver:
     """Compares each step and route with the recorded trajectory, in order."""
 
-    def __init__(self, recording: Recording, control: ReplayControl) -> None:
+    def __init__(self, recording: Recording, control: ReplayControl,
+                 redactor: Redactor | None = None) -> None:
         self.recording = recording
         self.control = control
         self.index = 0
+        self.redactor = redactor or Redactor()
 
     def _expected(self) -> Any:
         traj = self.recording.trajectory
@@ -248,11 +255,12 @@ class ReplayObserver:
         expected = self._expected()
         if expected is None or expected.step != record.step:
             return  # reported by after_route of the step before
-        if _canon(expected.output) != _canon(record.output):
+        output = self.redactor.value(record.output)
+        if _canon(expected.output) != _canon(output):
             why = _why_output(self.recording, record)
             raise _diverge(self.control, Divergence(
                 f"'{record.step}' (execution {record.iteration}) gave a different output"
-                f"{why}:\n{_short_diff(_pretty(expected.output), _pretty(record.output))}",
+                f"{why}:\n{_short_diff(_pretty(expected.output), _pretty(output))}",
                 kind="output", step=record.step, iteration=record.iteration, index=self.index))
 
     def after_route(self, engine: Engine, record: StepRecord,
@@ -264,8 +272,9 @@ class ReplayObserver:
         self.control.replayed_steps = self.index
         if expected is None or expected.route_to == record.route_to:
             return
-        now = "; ".join(f"routes[{e['index']}] {e['when']!r} -> {e['value']!r}"
-                        for e in evaluated) or "no condition evaluated"
+        now = self.redactor.text("; ".join(f"routes[{e['index']}] {e['when']!r} -> "
+                                           f"{e['value']!r}" for e in evaluated)
+                                 or "no condition evaluated")
         then = "; ".join(f"routes[{e['index']}] {e['when']!r} -> {e['value']!r}"
                          for e in expected.evaluated) or "no condition evaluated"
         raise _diverge(self.control, Divergence(
@@ -296,18 +305,19 @@ def _why_output(recording: Recording, record: StepRecord) -> str:
 def attach_replay(engine: Engine, recording: Recording, control: ReplayControl) -> None:
     """Make `engine` replay `recording` (until `control.live_from`, when given)."""
     services = engine.services
+    redactor = engine.bus.redactor
     services.providers = ProviderRegistry(
-        override=ReplayProvider(recording, control, services.providers))
+        override=ReplayProvider(recording, control, services.providers, redactor))
     services.answerer = ReplayAnswerer(recording, control, services.answerer)
     ex = engine.executors
-    ex["script"] = _replay_script(recording, control, ex["script"])
+    ex["script"] = _replay_script(recording, control, ex["script"], redactor)
     ex["wait"] = _replay_recorded("wait", recording.waits, control, ex.get("wait"),
                                   lambda out: out)
     if "mcp" in ex:
         ex["mcp"] = _replay_recorded("mcp", {k: v.get("output", v.get("result"))
                                             for k, v in recording.mcp.items()},
                                      control, ex["mcp"], lambda out: out)
-    engine.observer = ReplayObserver(recording, control)
+    engine.observer = ReplayObserver(recording, control, redactor)
 
     def child_hook(child: Engine, step: str, iteration: int, slot: str) -> None:
         sub = recording.children.get((step, iteration, slot))

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from podium import jsontext
 from podium.errors import OutputContractError, StepError
 from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
 from podium.language.model import EFFORTS, AgentStep
@@ -96,6 +97,7 @@ def _provider(run: RunServices, name: str) -> Provider:
 
 def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbox | None:
     """The tools the model is offered (tools/select.py), or None for none."""
+    from podium.events.redact import secret_names
     from podium.tools.base import ToolError
     from podium.tools.mcp import McpHub
     from podium.tools.select import build_toolbox, wanted_names
@@ -109,7 +111,8 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbo
                              working_dir or os.getcwd(), servers,
                              lambda: run.providers.shared(f"mcp:{run.path}",
                                                           lambda: McpHub(servers)), max_chars,
-                             run_id=run.run_id)
+                             run_id=run.run_id,
+                             hidden=frozenset(secret_names(run.workflow)))
     except ToolError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
 
@@ -299,6 +302,11 @@ def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
         value, err = extract_json_object(reply.text)
         if err is not None:
             return None, "syntax", err
+    else:
+        try:
+            jsontext.check_depth(value)
+        except jsontext.JsonLimitError as exc:
+            return None, "syntax", f"the answer's JSON {exc}"
     if not isinstance(value, dict):
         kind = "list" if isinstance(value, list) else json_type_name(value)
         return None, "syntax", f"the answer is a JSON {kind}, not an object"

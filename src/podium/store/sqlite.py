@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.events.model import Checkpointed, Event
+from podium.events.redact import Redactor
 from podium.language.model import END
 from podium.store import files
 from podium.store.base import (
@@ -93,6 +94,9 @@ class SQLiteStore:
         self._pending: dict[str, _Pending] = {}  # by run id: writes waiting for a commit
         self._closed = False
         self._failed: StoreError | None = None  # set by the first write that failed
+        # secrets of the runs this process advances: never written (make_engine shares the
+        # run's redactor with its store)
+        self.redactor = Redactor()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -257,8 +261,7 @@ class SQLiteStore:
         now = time.time()
         record.created_at = record.created_at or now
         record.updated_at = now
-        values = [(_dumps(getattr(record, c)) if c in _JSON_COLUMNS else getattr(record, c))
-                  for c in _RUN_COLUMNS]
+        values = [self._column(c, getattr(record, c)) for c in _RUN_COLUMNS]
         with self._lock:
             self._write("BEGIN IMMEDIATE", ())
             try:
@@ -270,6 +273,13 @@ class SQLiteStore:
             except BaseException:
                 self._rollback()
                 raise
+
+    def _column(self, column: str, value: Any) -> Any:
+        """A run column's value as written: JSON for JSON columns, secrets redacted."""
+        if column in _JSON_COLUMNS:
+            return None if value is None and column == "output" else \
+                _dumps(self.redactor.value(value))
+        return self.redactor.text(value) if isinstance(value, str) else value
 
     def _loads(self, text: str, what: str) -> Any:
         try:
@@ -335,8 +345,7 @@ class SQLiteStore:
             return
         fields["updated_at"] = time.time()
         cols = [c for c in fields if c in _RUN_COLUMNS]
-        values = [(_dumps(fields[c]) if c in _JSON_COLUMNS and fields[c] is not None
-                   else (int(fields[c]) if isinstance(fields[c], bool) else fields[c]))
+        values = [int(fields[c]) if isinstance(fields[c], bool) else self._column(c, fields[c])
                   for c in cols]
         with self._lock:
             self._write(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
@@ -428,8 +437,8 @@ class SQLiteStore:
             cur = self._write(
                 "INSERT INTO gates (run_id, step, kind, prompt, options, status, created_at) "
                 "VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                (gate.run_id, gate.step, gate.kind, gate.prompt, _dumps(gate.options),
-                 gate.created_at or time.time()))
+                (gate.run_id, gate.step, gate.kind, self.redactor.text(gate.prompt),
+                 _dumps(self.redactor.value(gate.options)), gate.created_at or time.time()))
             return int(cur.lastrowid or 0)
 
     def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],

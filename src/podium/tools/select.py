@@ -29,12 +29,14 @@ def wanted_names(agent_tools: list[str] | None, root_tools: list[str]) -> list[s
 def build_toolbox(names: list[str] | None, working_dir: str,
                   servers: dict[str, McpServerConfig], hub: Callable[[], McpHub],
                   max_chars: int = DEFAULT_MAX_CHARS, *,
-                  run_id: str | None = None) -> Toolbox | None:
+                  run_id: str | None = None,
+                  hidden: frozenset[str] = frozenset()) -> Toolbox | None:
     """The toolbox for `names` (see the module doc); None when the agent gets no tool.
     Raises ToolError for an unknown name or a server that cannot be reached."""
     if names is not None and not names:
         return None
-    workspace = Workspace(working_dir, run_id=run_id)  # commands it runs carry PODIUM_RUN_ID
+    # the commands it runs carry PODIUM_RUN_ID, and never see `hidden` (the run's secrets)
+    workspace = Workspace(working_dir, run_id=run_id, hidden=hidden)
     chosen: list[Tool] = []
     if names is None:
         chosen += workspace.tools()

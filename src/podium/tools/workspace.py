@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.events.redact import KEY_VARIABLES
 from podium.tools import processes
 from podium.tools.base import ToolError, ToolResult, ToolSpec
 from podium.tools.processes import Captured, Command
@@ -36,9 +37,9 @@ COMMAND_MAX_TIMEOUT = 600.0
 COMMAND_OUTPUT_BYTES = 200_000
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv",
                        ".mypy_cache", ".pytest_cache", ".ruff_cache"})
-# podium's own credentials are not handed to commands the model runs
-HIDDEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
-              "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN")
+# podium's own credentials are not handed to commands the model runs (nor the workflow's
+# declared secrets: Workspace(hidden=...))
+HIDDEN_ENV = frozenset(KEY_VARIABLES)
 
 
 def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -103,12 +104,13 @@ class Workspace:
     """The working directory of one agent execution and the tools that act inside it."""
 
     def __init__(self, root: str | Path, *, command_timeout: float = COMMAND_TIMEOUT,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, hidden: frozenset[str] = frozenset()) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ToolError(f"working directory {self.root} does not exist")
         self.command_timeout = command_timeout
         self.run_id = run_id  # commands get it as PODIUM_RUN_ID
+        self.hidden = HIDDEN_ENV | hidden  # variables commands never see
 
     def tools(self, names: tuple[str, ...] = WORKSPACE_TOOL_NAMES) -> list[WorkspaceTool]:
         fns: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -272,7 +274,7 @@ class Workspace:
         timeout = _arg(args, "timeout", (int, float), None) or self.command_timeout
         timeout = min(max(1.0, float(timeout)), COMMAND_MAX_TIMEOUT)
         shell = shutil.which("bash") or "/bin/sh"
-        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in self.hidden}
         done = processes.start(Command(
             [shell, "-c", command], env, cwd=str(self.root), run_id=self.run_id,
             output_cap=COMMAND_OUTPUT_BYTES, wait_for_output=False)).finish(timeout)
