@@ -310,16 +310,19 @@ def test_a_run_given_a_secret_input_resumes_only_with_the_secret_set(tmp_path: P
     flow = write(tmp_path, """
         workflow:
           name: wait
-          entry_point: approve
+          entry_point: keep
           secrets: [MY_TOKEN]
           input: {token: {type: string}}
         agents:
+          - {name: keep, type: set, value: "{{ workflow.input.token }}!", routes: [{to: approve}]}
           - name: approve
             type: human_gate
             prompt: "Go?"
             options: [{label: Go, value: go, route: use}]
-          - {name: use, type: set, value: "{{ workflow.input.token | length }}"}
-        output: {length: "{{ use.output }}"}
+          - name: use
+            type: set
+            value: "{{ workflow.input.token | length }} {{ keep.output | length }}"
+        output: {lengths: "{{ use.output }}"}
         """)
     with_secret = cli_env(home, {"MY_TOKEN": SECRET})
     parked = _cli(tmp_path, with_secret, "run", flow, "-i", f"token={SECRET}", "--json")
@@ -331,7 +334,8 @@ def test_a_run_given_a_secret_input_resumes_only_with_the_secret_set(tmp_path: P
     assert SECRET not in without.stderr
     done = _cli(tmp_path, with_secret, "resume", run_id, "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["output"] == {"length": len(SECRET)}  # the real value
+    # the input and the stored output of `keep` are the real values again after the resume
+    assert json.loads(done.stdout)["output"] == {"lengths": f"{len(SECRET)} {len(SECRET) + 1}"}
 
 
 def test_a_run_whose_workflow_reads_a_secret_replays_identically(tmp_path: Path) -> None:

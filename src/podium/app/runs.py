@@ -160,7 +160,9 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
     state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)
+    # the store holds `<secret:NAME>` where a secret was: the run goes on with the values
     state.inputs = with_secrets(state.inputs, wf, f"resume run {run.id}")
+    state.outputs = with_secrets(state.outputs, wf, f"resume run {run.id}")
     original = run.options or {}
     responses = req.responses
     if responses is None and original.get("responses"):
@@ -227,14 +229,15 @@ def _restart_point(store: SQLiteStore, run: RunRecord, wf: WorkflowFile,
 
 
 def with_secrets(inputs: dict[str, Any], wf: WorkflowFile, what: str) -> dict[str, Any]:
-    """A stored run's inputs with the secret values its store holds as `<secret:NAME>` taken
-    from the environment again; Refused, naming the variables, when they are not set."""
+    """A stored run's inputs (or outputs) with the secret values its store holds as
+    `<secret:NAME>` taken from the environment again; Refused, naming the variables, when
+    they are not set."""
     from podium.events.redact import MissingSecret, restore_secrets, secret_names
 
     try:
         restored: dict[str, Any] = restore_secrets(inputs, secret_names(wf))
     except MissingSecret as exc:
-        raise Refused(f"to {what}, set {exc} in the environment: the run was given secret "
+        raise Refused(f"to {what}, set {exc} in the environment: the run holds secret "
                       "values, and the store keeps none") from None
     return restored
 

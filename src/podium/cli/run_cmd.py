@@ -98,16 +98,19 @@ def report(done: Advanced, opts: LaunchOptions) -> int:
     from podium.cli.summary import print_summary
 
     outcome = done.result
+    hide = done.engine.bus.redactor  # podium prints no secret either
+    output = hide.value(outcome.output)
     if opts.json_out:
         payload = {
             "run_id": outcome.run_id, "status": outcome.status, "exit_code": outcome.exit_code,
-            "output": outcome.output, "terminal": outcome.terminal, "reason": outcome.reason,
-            "error": str(outcome.error) if outcome.error else None,
+            "output": output, "terminal": outcome.terminal,
+            "reason": hide.value(outcome.reason),
+            "error": hide.text(str(outcome.error)) if outcome.error else None,
             "steps": outcome.path, "iterations": outcome.iterations,
             "elapsed": round(outcome.elapsed, 3),
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-    elif outcome.output is not None:
-        sys.stdout.write(json.dumps(outcome.output, indent=2, ensure_ascii=False) + "\n")
+    elif output is not None:
+        sys.stdout.write(json.dumps(output, indent=2, ensure_ascii=False) + "\n")
     print_summary(done.engine, outcome, sys.stderr)
     return outcome.exit_code

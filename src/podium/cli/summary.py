@@ -22,7 +22,7 @@ def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
     if outcome.error is not None:
         err = outcome.error
         located = err.located() if hasattr(err, "located") else str(err)
-        w(f"error: {located}\n")
+        w(f"error: {engine.bus.redactor.text(located)}\n")
     if outcome.path:
         w(f"path: {_path(outcome.path)}\n")
     usage = outcome.usage_by_step
