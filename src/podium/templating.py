@@ -22,6 +22,8 @@ from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.runtime import Context, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
+from podium import jsontext
+
 MAX_RENDER_CHARS = 2_000_000
 TOO_DEEP = "nesting too deep to read"
 MAX_INT_BITS = 100_000  # integer results beyond this are refused: they only burn CPU
@@ -285,8 +287,8 @@ def coerce_output_value(text: str) -> Any:
     if stripped == "None":
         return None
     if stripped.startswith(("{", "[", '"')) or stripped in ("true", "false", "null"):
-        try:
-            return json.loads(stripped)
+        try:  # bounded: a rendered value may hold hostile data (podium/jsontext.py)
+            return jsontext.loads(stripped)
         except ValueError:
             return text
     if "." in stripped:
