@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium import exitcodes
-from podium.errors import UsageError
+from podium import exitcodes, jsontext
+from podium.errors import UsageError, WorkflowFileError
 from podium.replay.recording import Recording, TrajectoryStep
 
 if TYPE_CHECKING:
@@ -21,12 +21,16 @@ def recording_of(store: RunStore, ref: str) -> Recording:
     from podium.replay.recording import load_recording, recording_from_events
 
     path = Path(ref)
+    if not path.is_file() and (path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+                               or "/" in ref or "\\" in ref):
+        raise WorkflowFileError(f"{ref}: no such file (a run id, or an event log written by "
+                                "`podium events RUN_ID > FILE`)")
     if path.is_file():
         events = []
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if line.strip():
                 try:
-                    events.append(json.loads(line))
+                    events.append(jsontext.loads(line, max_depth=jsontext.RECORD_MAX_DEPTH))
                 except ValueError as exc:
                     raise UsageError(f"{ref}:{n}: not a JSON event line: {exc}") from None
         try:

@@ -14,6 +14,10 @@ from typer.models import CommandInfo
 
 from podium.exitcodes import EXIT_CODES_HELP
 
+# Help names arguments by their metavar (FILE, RUN_ID), as the usage line does: typer would add
+# Python types after them (`FILE <path>`, `FILES <list[Path]>`), which mean nothing to a user.
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="podium",
     help="Run deterministic multi-agent LLM workflows written in Conductor's YAML language.\n\n"
@@ -45,9 +49,9 @@ def _root(
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Workflow files to check.",
-                                                 show_default=False)],
+                                                 show_default=False, metavar="FILE")],
     output_format: Annotated[str, typer.Option("--format", "-f",
-                                               help="Output format: text or json.")] = "text",
+                                               help="Output format: text or json.", metavar="FORMAT")] = "text",
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     budget: Annotated[bool, typer.Option("--budget",
                                          help="Also report step budgets per outcome.")] = False,
@@ -64,25 +68,26 @@ def validate(
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False, metavar="FILE")],
     inputs: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="A workflow input NAME=VALUE (repeatable).")] = None,
+        "--input", "-i", metavar="NAME=VALUE",
+        help="A workflow input NAME=VALUE (repeatable).")] = None,
     input_file: Annotated[Path | None, typer.Option(
-        "--input-file", help="A YAML or JSON file of inputs.")] = None,
+        "--input-file", help="A YAML or JSON file of inputs.", metavar="FILE")] = None,
     skip_gates: Annotated[bool, typer.Option(
         "--skip-gates", help="Human gates take their first option; limits are not raised.")] = False,
     responses: Annotated[Path | None, typer.Option(
         "--responses", help="Scripted answers from this file: its agents: section answers "
-        "every agent offline; a file with only gates: scripts only the people.")] = None,
+        "every agent offline; a file with only gates: scripts only the people.", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option(
         "--json", help="Print the whole result (run id, status, output, steps) as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only lifecycle and routes.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                           help="Also prompts, outputs and script output.")] = False,
     provider: Annotated[str | None, typer.Option(
-        "--provider", "-p", help="Use this provider for every agent.")] = None,
+        "--provider", "-p", help="Use this provider for every agent.", metavar="NAME")] = None,
     events: Annotated[Path | None, typer.Option(
-        "--events", help="Also write the JSONL event log to this file.")] = None,
+        "--events", help="Also write the JSONL event log to this file.", metavar="FILE")] = None,
     no_record: Annotated[bool, typer.Option(
         "--no-record", help="Do not record model exchanges and script output (no replay).")
     ] = False,
@@ -110,8 +115,8 @@ def run(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).")] = 8765,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.", metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (0 picks a free one).", metavar="PORT")] = 8765,
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="Allow a non-loopback --host; every request then needs the "
         "token.")] = False,
@@ -130,22 +135,22 @@ def serve(
 @app.command()
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False)],
+                                          show_default=False, metavar="RUN_ID")],
     from_step: Annotated[str | None, typer.Option(
-        "--from", help="Run again from this step (its latest execution), keeping the history.")
+        "--from", help="Run again from this step (its latest execution), keeping the history.", metavar="STEP")
     ] = None,
     allow_changed: Annotated[bool, typer.Option(
         "--allow-changed", help="Resume even though the workflow file changed.")] = False,
     skip_gates: Annotated[bool | None, typer.Option(
         "--skip-gates/--no-skip-gates", help="Override the run's --skip-gates setting.")] = None,
     responses: Annotated[Path | None, typer.Option(
-        "--responses", help="Scripted answers (default: the ones the run started with).")] = None,
+        "--responses", help="Scripted answers (default: the ones the run started with).", metavar="FILE")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
-    provider: Annotated[str | None, typer.Option("--provider", "-p")] = None,
+    provider: Annotated[str | None, typer.Option("--provider", "-p", metavar="NAME")] = None,
     events: Annotated[Path | None, typer.Option(
-        "--events", help="Also append the JSONL event log to this file.")] = None,
+        "--events", help="Also append the JSONL event log to this file.", metavar="FILE")] = None,
 ) -> None:
     """Continue a stored run from its last committed step (same run id, one history)."""
     from podium.cli.resume_cmd import ResumeRequest, resume_command
@@ -158,12 +163,12 @@ def resume(
 
 @app.command()
 def runs(
-    status: Annotated[str | None, typer.Option("--status", help="Only runs with this status.")
+    status: Annotated[str | None, typer.Option("--status", help="Only runs with this status.", metavar="STATUS")
                       ] = None,
     workflow: Annotated[str | None, typer.Option("--workflow", "-w",
-                                                 help="Only runs of this workflow.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 30,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+                                                 help="Only runs of this workflow.", metavar="WORKFLOW")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.", metavar="N")] = 30,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
 ) -> None:
     """List recent runs, newest first (id, workflow, status, step, age, tokens, cost)."""
     from podium.cli.runs_cmd import runs_command
@@ -175,8 +180,8 @@ def runs(
 @app.command()
 def show(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False)],
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+                                          show_default=False, metavar="RUN_ID")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
 ) -> None:
     """Show a run: the path taken, each step's output, cost per agent, the output or error."""
     from podium.cli.runs_cmd import show_command
@@ -188,8 +193,8 @@ def show(
 @app.command()
 def events(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False)],
-    after: Annotated[int, typer.Option("--after", help="Only events after this seq.")] = 0,
+                                          show_default=False, metavar="RUN_ID")],
+    after: Annotated[int, typer.Option("--after", help="Only events after this seq.", metavar="SEQ")] = 0,
 ) -> None:
     """Print a run's events as JSONL (one JSON object per line)."""
     from podium.cli.runs_cmd import events_command
@@ -201,8 +206,8 @@ def events(
 @app.command()
 def stop(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False)],
-    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the stop.")] = 15.0,
+                                          show_default=False, metavar="RUN_ID")],
+    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the stop.", metavar="SECONDS")] = 15.0,
 ) -> None:
     """Stop a running run gracefully (it keeps its checkpoint and stays resumable)."""
     from podium.cli.runs_cmd import stop_command
@@ -215,7 +220,7 @@ def stop(
 def replay(
     run: Annotated[str, typer.Argument(
         help="A run id (or prefix), or a JSONL event log exported with podium events.",
-        show_default=False)],
+        show_default=False, metavar="RUN")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the replay report as JSON.")
                         ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the replayed steps.")
@@ -236,14 +241,15 @@ def replay(
 @app.command()
 def fork(
     run: Annotated[str, typer.Argument(help="The run to fork (id or prefix).",
-                                       show_default=False)],
+                                       show_default=False, metavar="RUN")],
     from_step: Annotated[str, typer.Option(
         "--from", help="STEP or STEP:N (its N-th execution; default its last): replay the "
-        "recording up to it, run live from it.", show_default=False)],
+        "recording up to it, run live from it.", show_default=False, metavar="STEP")],
     inputs: Annotated[list[str] | None, typer.Option(
-        "--input", "-i", help="Change an input NAME=VALUE (repeatable).")] = None,
+        "--input", "-i", metavar="NAME=VALUE",
+        help="Change an input NAME=VALUE (repeatable).")] = None,
     responses: Annotated[Path | None, typer.Option(
-        "--responses", help="Scripted answers for the live part.")] = None,
+        "--responses", help="Scripted answers for the live part.", metavar="FILE")] = None,
     skip_gates: Annotated[bool, typer.Option("--skip-gates")] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
@@ -261,9 +267,9 @@ def fork(
 
 @app.command()
 def diff(
-    run_a: Annotated[str, typer.Argument(help="The first run.", show_default=False)],
-    run_b: Annotated[str, typer.Argument(help="The second run.", show_default=False)],
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    run_a: Annotated[str, typer.Argument(help="The first run.", show_default=False, metavar="RUN_A")],
+    run_b: Annotated[str, typer.Argument(help="The second run.", show_default=False, metavar="RUN_B")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
 ) -> None:
     """Show side by side where two runs took different routes, which outputs differed, and
     the cost and token difference per agent. Exit 0 when they match, 1 when they differ."""
@@ -275,9 +281,9 @@ def diff(
 
 @app.command()
 def graph(
-    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False, metavar="FILE")],
     output_format: Annotated[str, typer.Option("--format", "-f",
-                                               help="mermaid or dot.")] = "mermaid",
+                                               help="mermaid or dot.", metavar="FORMAT")] = "mermaid",
 ) -> None:
     """Draw the route graph: steps, routes with conditions, gate options, terminals."""
     from podium.cli.graph_cmd import graph_command
@@ -290,10 +296,10 @@ def graph(
 def workflow_tests(
     paths: Annotated[list[Path] | None, typer.Argument(
         help="Test files (*.test.yaml) or folders to search; default: the current folder.",
-        show_default=False)] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+        show_default=False, metavar="PATH")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
     select: Annotated[str | None, typer.Option(
-        "-k", help="Only tests whose name contains this text.")] = None,
+        "-k", help="Only tests whose name contains this text.", metavar="NAME")] = None,
 ) -> None:
     """Run workflow tests: scripted answers in, expected path, terminal and output out.
 
@@ -308,9 +314,9 @@ def workflow_tests(
 
 @app.command()
 def doctor(
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
     port: Annotated[int, typer.Option(
-        "--port", help="The console port to check (podium serve's --port).")] = 8765,
+        "--port", help="The console port to check (podium serve's --port).", metavar="PORT")] = 8765,
 ) -> None:
     """Check the run store (integrity, leases, processes runs left behind), the providers'
     keys and runtimes, and the console port; print what is wrong and how to fix it.
@@ -331,7 +337,7 @@ app.add_typer(gate_app, name="gate")
 
 @gate_app.command("list")
 def gate_list(
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
 ) -> None:
     """List the gates (and iteration-limit decisions) that wait for a person."""
     from podium.cli.runs_cmd import gate_list_command
@@ -343,12 +349,12 @@ def gate_list(
 @gate_app.command("answer")
 def gate_answer(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False)],
+                                          show_default=False, metavar="RUN_ID")],
     value: Annotated[str, typer.Argument(
         help="The option's value (or label, or number); for an iteration limit, how many "
-        "more iterations.", show_default=False)],
+        "more iterations.", show_default=False, metavar="VALUE")],
     text: Annotated[str | None, typer.Option(
-        "--text", help="Free text for an option that asks for it (prompt_for).")] = None,
+        "--text", help="Free text for an option that asks for it (prompt_for).", metavar="TEXT")] = None,
     no_resume: Annotated[bool, typer.Option(
         "--no-resume", help="Only record the answer; resume later with podium resume.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

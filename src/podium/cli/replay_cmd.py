@@ -93,6 +93,8 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
                 raise UsageError(f"unknown input '{name}'")
             inputs[name] = text.strip() if decl is not None and decl.type == "string" \
                 else coerce_cli_value(text)
+        if responses is None and (parent.options or {}).get("responses"):
+            responses = Path(parent.options["responses"])  # the parent's scripted answers
         opts = LaunchOptions(skip_gates, responses, verbosity, None, None, json_out,
                              observers=[ConsoleSink(sys.stderr, verbosity)])
         start = StartRequest(wf, path, inputs, forked_from=parent.id, command="fork",

@@ -38,8 +38,19 @@ def _guard(fn: Any) -> int:
         return exc.exit_code
 
 
+STATUSES = ("running", "waiting", "success", "failed", "error", "limit", "interrupted")
+
+
 def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str) -> int:
     from podium.app.home import open_store
+
+    if status is not None and status not in STATUSES:
+        sys.stderr.write(f"podium runs: --status {status}: not a run status; one of: "
+                         f"{', '.join(STATUSES)}\n")
+        return exitcodes.INVALID
+    if fmt not in ("text", "json"):
+        sys.stderr.write(f"podium runs: --format must be 'text' or 'json' (got '{fmt}')\n")
+        return exitcodes.INVALID
 
     def body() -> int:
         from podium.app.runs import list_runs
@@ -93,6 +104,7 @@ def show_command(run_id: str, fmt: str) -> int:
 
     def body() -> int:
         from podium.app.owners import liveness
+        from podium.events.sinks.console import parsed_first
 
         store = open_store(verify=False)
         try:
@@ -144,7 +156,8 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"forked from: {run.forked_from}\n")
         w(f"steps ({len(state.records)}):\n")
         for i, r in enumerate(state.records, 1):
-            out = json.dumps(r.output, ensure_ascii=False, default=str)
+            out = json.dumps(parsed_first(r.step_type, r.output), ensure_ascii=False,
+                             default=str)
             if len(out) > 300:
                 out = out[:297] + "..."
             w(f"  {i:>3}. {r.step} ({r.step_type}, #{r.iteration}, {r.elapsed:.2f}s)"
@@ -222,11 +235,11 @@ def gate_list_command(fmt: str) -> int:
         now = time.time()
         for g in gates:
             values = ", ".join(str(o.get("value")) for o in g.options) or "a number of iterations"
-            first = g.prompt.strip().splitlines()[0] if g.prompt.strip() else ""
+            prompt = "\n".join(f"    {line}" for line in g.prompt.strip().splitlines())
             sys.stdout.write(f"{g.run_id}  {runs[g.run_id].workflow_name}  {g.step}  "
                              f"({g.kind}, waiting {_age(now - g.created_at)})\n"
-                             f"    {first[:100]}\n    answer with: podium gate answer "
-                             f"{g.run_id} <{values}>\n")
+                             + (f"{prompt}\n" if prompt else "")
+                             + f"    answer with: podium gate answer {g.run_id} <{values}>\n")
         return exitcodes.OK
 
     return _guard(body)

@@ -12,6 +12,21 @@ def _path(steps: list[str], limit: int = 14) -> str:
     return " → ".join(head) + f" → … ({len(steps) - limit} more) … → " + " → ".join(tail)
 
 
+def next_command(outcome: Any) -> str | None:
+    """What to type to go on from how a run ended (nothing when it is done)."""
+    rid = outcome.run_id
+    if outcome.status == "interrupted":
+        return f"podium resume {rid}"
+    if outcome.status == "waiting":
+        return f"podium gate list, then podium gate answer {rid} VALUE"
+    if outcome.status == "limit":
+        return (f"podium resume {rid} (a raised limit in the workflow needs --allow-changed)")
+    if outcome.status == "error":
+        return (f"fix the cause, then podium resume {rid} (or podium resume {rid} --from STEP "
+                "to run a step again)")
+    return None
+
+
 def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
     w = out.write
     w(f"\nrun {outcome.run_id}: {outcome.status} in {outcome.elapsed:.2f}s · "
@@ -23,6 +38,9 @@ def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
         err = outcome.error
         located = err.located() if hasattr(err, "located") else str(err)
         w(f"error: {engine.bus.redactor.text(located)}\n")
+    hint = next_command(outcome)
+    if hint:
+        w(f"next: {hint}\n")
     if outcome.path:
         w(f"path: {_path(outcome.path)}\n")
     usage = outcome.usage_by_step

@@ -23,6 +23,14 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
     total_errors = total_warnings = 0
     out = sys.stdout
     for path in files:
+        if path.name.endswith((".test.yaml", ".test.yml")):
+            test_report = _test_file(path, output_format, strict)
+            reports.append(test_report)
+            total_errors += test_report["errors"]
+            total_warnings += test_report["warnings"]
+            if not test_report["valid"] and code == exitcodes.OK:
+                code = exitcodes.INVALID
+            continue
         try:
             result = validate_file(path)
         except FileUnreadable as exc:
@@ -63,6 +71,30 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
     else:
         _summary(files, reports, total_errors, total_warnings, strict)
     return code
+
+
+def _test_file(path: Path, output_format: str, strict: bool) -> dict[str, Any]:
+    """A workflow test file (`*.test.yaml`): its own schema and the workflow it tests, checked
+    as `podium test` reads them (running the tests is `podium test`'s job)."""
+    from podium.testing.model import load_test_files
+
+    loaded = load_test_files([path])
+    diags = sorted(loaded.problems)
+    errors = [d for d in diags if d.severity == "error"]
+    warnings = [d for d in diags if d.severity == "warning"]
+    tests = sum(len(f.tests) for f in loaded.files)
+    workflows = sorted(w.shown for w in loaded.workflows.values() if w is not None)
+    if output_format == "text":
+        for d in diags:
+            sys.stdout.write(d.format() + "\n")
+        if not errors:
+            sys.stdout.write(f"{path}: a workflow test file: {tests} test"
+                             f"{'s' if tests != 1 else ''} of {', '.join(workflows) or '?'}; "
+                             f"run them with `podium test {path}`\n")
+    return {"file": str(path), "kind": "workflow tests", "tests": tests,
+            "workflows": workflows, "readable": True,
+            "valid": not errors and not (strict and warnings), "errors": len(errors),
+            "warnings": len(warnings), "diagnostics": [d.to_json() for d in diags]}
 
 
 def _summary(files: list[Path], reports: list[dict[str, Any]], errors: int, warnings: int,

@@ -329,9 +329,11 @@ class SQLiteStore:
         elif status:
             where.append("status = ?")
             params.append(status)
-        if workflow:
-            where.append("(workflow_name = ? OR workflow_path LIKE ?)")
-            params += [workflow, f"%{workflow}%"]
+        if workflow:  # any part of its name or of its file's path
+            like = "%" + workflow.replace("\\", "\\\\").replace("%", "\\%").replace(
+                "_", "\\_") + "%"
+            where.append("(workflow_name LIKE ? ESCAPE '\\' OR workflow_path LIKE ? ESCAPE '\\')")
+            params += [like, like]
         if parent:
             where.append("parent_run_id = ?")
             params.append(parent)

@@ -33,6 +33,19 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_RAW = ("exit_code", "stdout", "stderr")
+
+
+def parsed_first(step_type: str, output: Any) -> Any:
+    """A script step's output with what was parsed from its stdout first, then its exit code,
+    stdout and stderr: shortened for a terminal, the raw text would hide the parsed fields."""
+    if step_type != "script" or not isinstance(output, dict):
+        return output
+    ordered = {k: v for k, v in output.items() if k not in _RAW}
+    ordered.update({k: output[k] for k in _RAW if k in output})
+    return ordered
+
+
 class ConsoleSink:
     """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
 
@@ -90,7 +103,8 @@ class ConsoleSink:
                          f"out · {cost}")
             self._line(("    ✓ ", "green"), (f"{event.elapsed:.2f}s{extra}", "dim"))
             if v >= 2:
-                self._line(("    output: ", "dim"), (_short(event.output, 400), None))
+                self._line(("    output: ", "dim"),
+                           (_short(parsed_first(event.step_type, event.output), 400), None))
         elif isinstance(event, StepFailed):
             self._line(("    ✗ ", "red"), (f"{event.step}: {event.message}", "red"))
         elif isinstance(event, RouteTaken):
@@ -149,9 +163,12 @@ class ConsoleSink:
             self._line((f"run {event.status}", style), (f"{where}{why}", None))
         elif event.status == "waiting":
             self._line(("run waiting", style), (f": {event.message}", None))
-        else:
-            self._line((f"run {event.status}", style),
+        elif event.parent_run_id is not None:  # a sub-workflow: its parent says the rest
+            self._line((f"sub-workflow run {event.status}", style),
                        (f" ({event.error_type}): {event.message}", None))
+        else:  # the summary that follows names the error once, with the command to go on
+            where = f" at '{event.step}'" if event.step else ""
+            self._line((f"run {event.status}", style), (where, None))
 
     def close(self) -> None:
         pass
