@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from console_helpers import Client, gate_flow, run_id_of, run_podium
+from console_helpers import SSE, Client, gate_flow, run_id_of, run_podium
 
 from helpers_engine import EXAMPLES
 from podium.web.server import ConsoleServer
@@ -44,6 +44,10 @@ class Live:
 
     def client(self, token: bool = True) -> Client:
         return Client(self.port, self.token if token else "")
+
+    def sse(self, path: str, headers: dict[str, str] | None = None) -> SSE:
+        """An event stream of this console, opened with its token."""
+        return SSE(self.port, path, headers or {}, self.token)
 
     def stop(self) -> None:
         self.server.stop()

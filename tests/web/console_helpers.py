@@ -270,19 +270,22 @@ class Client:
 
 @dataclass
 class SSE:
-    """A server-sent event stream read line by line (bounded by a socket timeout)."""
+    """A server-sent event stream read line by line (bounded by a socket timeout), opened
+    with the console token in the Authorization header (as the page opens it)."""
 
     port: int
     path: str
     headers: dict[str, str] = field(default_factory=dict)
+    token: str = ""
     conn: http.client.HTTPConnection | None = None
     res: http.client.HTTPResponse | None = None
 
     def __enter__(self) -> SSE:
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.conn.request("GET", self.path, headers={"Host": f"127.0.0.1:{self.port}",
                                                      "Accept": "text/event-stream",
-                                                     **self.headers})
+                                                     **auth, **self.headers})
         self.res = self.conn.getresponse()
         return self
 

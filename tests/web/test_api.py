@@ -1,6 +1,7 @@
 """The console's API over a real store and real runs: lists and filters, a run's detail and
 graph, answering gates (a parked run resumes to its terminal in a detached process), granting
-iterations, stopping a run, the event stream and its resumption with Last-Event-ID."""
+iterations, stopping a run, the event stream and its resumption with Last-Event-ID, and the
+token those streams take in their Authorization header (as every read does)."""
 
 from __future__ import annotations
 
@@ -246,7 +247,7 @@ def _frames(sse: SSE, until_seq: int) -> list[tuple[str, str | None, str]]:
 def test_the_run_stream_resumes_after_last_event_id(console: Live, store: Store) -> None:
     events = console.client().get(f"/api/runs/{store.success}/events").json()
     last = events[-1]["seq"]
-    with SSE(console.port, f"/api/runs/{store.success}/stream") as sse:
+    with console.sse(f"/api/runs/{store.success}/stream") as sse:
         assert sse.res is not None
         assert sse.res.status == 200
         assert sse.res.getheader("content-type", "").startswith("text/event-stream")
@@ -257,12 +258,33 @@ def test_the_run_stream_resumes_after_last_event_id(console: Live, store: Store)
         kind, _, data = sse.next()
         assert kind == "run"
         assert json.loads(data)["run"]["state"] == "success"
-    with SSE(console.port, f"/api/runs/{store.success}/stream",
-             {"Last-Event-ID": str(last - 3)}) as sse:
+    with console.sse(f"/api/runs/{store.success}/stream",
+                     {"Last-Event-ID": str(last - 3)}) as sse:
         got = _frames(sse, last)
         assert [int(m[1]) for m in got if m[0] == "ev" and m[1]] == [last - 2, last - 1, last]
-    with SSE(console.port, f"/api/runs/{store.success}/stream?after={last - 1}") as sse:
+    with console.sse(f"/api/runs/{store.success}/stream?after={last - 1}") as sse:
         assert [int(m[1]) for m in _frames(sse, last) if m[1]] == [last]
+
+
+@pytest.mark.parametrize("path", ["/api/stream", "/api/runs/{run}/stream"])
+def test_the_streams_take_the_token_in_their_header_only(console: Live, store: Store,
+                                                         path: str) -> None:
+    """The page reads its streams with fetch, the token in the Authorization header; without
+    it (or with it in the query string, or in a cookie) a stream is refused at once."""
+    p = path.format(run=store.success)
+    for sse in (SSE(console.port, p),
+                SSE(console.port, f"{p}?token={console.token}"),
+                SSE(console.port, p, {"Cookie": f"token={console.token}"}),
+                SSE(console.port, p, {"Last-Event-ID": "1"}, token="x" * 43)):
+        with sse:
+            assert sse.res is not None
+            assert sse.res.status == 401
+            assert "console token" in json.loads(sse.res.read())["error"]
+    with console.sse(p, {"Last-Event-ID": "1"}) as sse:
+        assert sse.res is not None
+        assert sse.res.status == 200
+        kind, ident, _ = sse.next()
+        assert (kind, ident) in (("runs", None), ("ev", "2"))
 
 
 def test_the_stream_delivers_events_as_another_process_writes_them(tmp_path: Path) -> None:
@@ -274,7 +296,7 @@ def test_the_stream_delivers_events_as_another_process_writes_them(tmp_path: Pat
         assert wait_until(lambda: latest_run(home).get("current_step") == "hold", 30)
         rid = latest_run(home)["id"]
         live = start_console(home)
-        with SSE(live.port, f"/api/runs/{rid}/stream") as sse:
+        with live.sse(f"/api/runs/{rid}/stream") as sse:
             sse.until(lambda m: m[0] == "ev" and json.loads(m[2]).get("step") == "hold"
                       and json.loads(m[2])["type"] == "step_started")
             (flow.parent / "go").write_text("go")
@@ -298,7 +320,7 @@ def test_the_runs_stream_sends_the_list_then_changes(tmp_path: Path) -> None:
     first = run_podium(home, "run", flow)
     live = start_console(home)
     try:
-        with SSE(live.port, "/api/stream") as sse:
+        with live.sse("/api/stream") as sse:
             _kind, _, data = sse.until(lambda m: m[0] == "runs")[-1]
             payload = json.loads(data)
             assert payload["full"] is True
@@ -333,7 +355,7 @@ def test_validate_and_run_never_load_the_web_stack(tmp_path: Path) -> None:
 
 
 def test_info(console: Live) -> None:
-    data = Client(console.port).get("/api/info").json()
+    data = Client(console.port).get("/api/info").json()  # no token: it tells no run
     assert data["remote"] is False
     assert data["pid"] > 0
 

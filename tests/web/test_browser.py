@@ -4,6 +4,8 @@ live `podium serve` subprocess.
 - the runs page lists the runs, the ones waiting for a person stand out, filters work;
 - a running workflow's graph follows it live (the current step moves, the path lights up);
 - a parked gate answered by a click resumes the run to its terminal, and the page shows it;
+- every read carries the token from the address's #fragment; without it the page asks for
+  the token and shows nothing, and a read from the page without it is refused;
 - the page reconnects by itself when the console is stopped and started again on its port;
 - script tags and image handlers in a model answer and in a gate prompt stay visible text.
 
@@ -166,7 +168,7 @@ def test_the_runs_page_lists_the_runs(page: Any, world: World) -> None:
 def test_a_running_workflow_graph_follows_the_run(page: Any, world: World) -> None:
     from playwright.sync_api import expect
 
-    page.goto(f"{world.serve.base}/runs/{world.runs['running']}")
+    page.goto(f"{world.serve.base}/runs/{world.runs['running']}#token={world.serve.token}")
     hold = page.locator('[data-node="hold"]')
     expect(hold).to_have_class(re.compile(r"\bcurrent\b"))
     expect(hold).to_have_class(re.compile(r"\brunning\b"))
@@ -213,13 +215,14 @@ def test_more_iterations_are_granted_from_the_page(page: Any, world: World) -> N
     from playwright.sync_api import expect
 
     page.goto(f"{world.serve.base}/runs/{world.runs['limit']}")  # no token in this tab
-    card = page.locator(".gate-card")
-    expect(card).to_contain_text("More iterations?")
-    card.locator("input.grant").fill("4")
-    grant = card.get_by_role("button", name="Grant and continue")
-    grant.click()
-    expect(card.locator(".gate-status")).to_contain_text("token is needed")
-    page.locator("#token-button").click()
+    expect(page.locator("#main h1")).to_have_text("Token needed")  # and nothing of the run
+    expect(page.locator("#conn")).to_have_attribute("data-state", "locked")
+    expect(page.locator(".gate-card")).to_have_count(0)
+    assert "More iterations" not in page.locator("#main").inner_text()
+    expect(page.locator("#token-input")).to_be_focused()  # the page asks for the token
+    page.locator("#token-input").fill("not-the-token-" + "x" * 30)
+    page.locator("#token-input").press("Enter")
+    expect(page.locator("#token-input")).to_be_visible()  # refused: asked again
     page.locator("#token-input").fill(world.serve.token)
     page.locator("#token-input").press("Enter")
     expect(page.locator("#token-button")).to_be_hidden()
@@ -257,7 +260,7 @@ def test_a_run_is_stopped_from_its_page(page: Any, world: World, tmp_path: Path)
 def test_model_text_and_gate_prompts_never_run_as_markup(page: Any, world: World) -> None:
     from playwright.sync_api import expect
 
-    page.goto(f"{world.serve.base}/runs/{world.runs['gate']}")
+    page.goto(f"{world.serve.base}/runs/{world.runs['gate']}#token={world.serve.token}")
     prompt = page.locator(".gate-prompt")
     expect(prompt).to_contain_text("<script>window.__xss=1</script>")
     expect(prompt).to_contain_text('<img src=x onerror="window.__xss=2">')
@@ -272,6 +275,34 @@ def test_model_text_and_gate_prompts_never_run_as_markup(page: Any, world: World
     assert not blocked, blocked  # nothing even tried to run
     errors = [m for m in page.console_messages if m.startswith("pageerror")]
     assert not errors, errors
+
+
+def test_a_read_from_the_page_without_the_token_is_refused(page: Any, world: World) -> None:
+    """The page's own origin gets nothing without the token: no cookie or session stands in
+    for it; the page's reads carry it in their Authorization header."""
+    from playwright.sync_api import expect
+
+    page.goto(world.serve.url)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live")
+    expect(page.locator("tr.run-row").first).to_be_visible()
+    paths = ["/api/runs", f"/api/runs/{world.runs['gate']}",
+             f"/api/runs/{world.runs['gate']}/events", f"/api/runs/{world.runs['gate']}/graph",
+             "/api/stream"]
+    statuses = page.evaluate(
+        """async (paths) => {
+             const out = [];
+             for (const p of paths) out.push((await fetch(p, {cache: 'no-store'})).status);
+             for (const p of paths) out.push((await fetch(p + '?token=' +
+               sessionStorage.getItem('podium.console.token'))).status);
+             return out;
+           }""", paths)
+    assert statuses == [401] * (2 * len(paths))
+    assert page.evaluate("document.cookie") == ""
+    assert page.context.cookies() == []
+    with_token = page.evaluate(
+        """async () => (await fetch('/api/runs', {headers: {Authorization:
+             'Bearer ' + sessionStorage.getItem('podium.console.token')}})).status""")
+    assert with_token == 200
 
 
 def test_the_page_reconnects_after_the_console_restarts(page: Any, tmp_path: Path) -> None:

@@ -44,3 +44,14 @@ def test_the_page_has_no_inline_script_or_style() -> None:
     assert "<style" not in html
     assert " style=" not in html
     assert re.search(r"\son[a-z]+=", html) is None
+
+
+def test_the_token_travels_only_in_the_authorization_header() -> None:
+    """EventSource cannot send headers (it would need the token in its URL or in a cookie),
+    so the page reads its streams with fetch; no script sets a cookie or puts the token in a
+    query string."""
+    for name in (n for n in STATIC_FILES if n.endswith(".js")):
+        code = _text(name)
+        for banned in ("EventSource", "document.cookie", "?token=", "&token="):
+            assert banned not in code, f"{name} uses {banned}"
+    assert "Authorization = `Bearer ${token()}`" in _text("net.js")

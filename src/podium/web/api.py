@@ -1,6 +1,8 @@
 """The console's HTTP API: JSON reads, two SSE streams, and the two actions.
 
-GET  /api/info                          the console itself (version, pid, remote mode)
+Every route needs the console token (security.Guard), except /api/info on loopback.
+
+GET  /api/info                          the console itself (version, pid, home, remote mode)
 GET  /api/runs?status=&workflow=&q=&limit=&children=1    runs, newest first, with counts
 GET  /api/stream?...same filters...     SSE: `runs` messages (all rows, then changed rows)
 GET  /api/runs/{id}                     one run: summary, output, open gates, children
@@ -32,9 +34,9 @@ from podium.store.sqlite import SQLiteStore
 from podium.web.actions import ActionError, Actions
 from podium.web.layout import graph_of_events, graph_of_workflow, layout
 from podium.web.queries import Reader
+from podium.web.security import MAX_BODY
 from podium.web.sse import ChangeFeed, run_stream, runs_stream
 
-MAX_BODY = 1_000_000
 _NO_STORE = {"cache-control": "no-store"}
 
 
@@ -62,7 +64,10 @@ def _json(data: Any, status: int = 200) -> JSONResponse:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return _json({"error": message}, status)
+    response = _json({"error": message}, status)
+    if status == 413:  # the rest of the body is not read: end the connection
+        response.headers["connection"] = "close"
+    return response
 
 
 def _console(request: Request) -> Console:
@@ -205,9 +210,16 @@ def _layout_file(path: Path) -> dict[str, Any]:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise ActionError(413, "the request body is too large")
+    """The JSON object of an action's body, read up to MAX_BODY bytes and no further (the
+    Guard already refused a larger Content-Length; this bounds a chunked body)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ActionError(413, f"the request body is too large (at most {MAX_BODY} bytes)")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     try:
         data = json.loads(raw or b"{}")
     except ValueError:

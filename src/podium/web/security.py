@@ -3,10 +3,18 @@
 - Every request: the Host header must name a loopback address or the bound host, with the
   bound port (DNS rebinding); an Origin header, when present, must be that same origin
   (cross-site requests). Anything else is 403.
-- Actions (POST): `Authorization: Bearer TOKEN` (compared in constant time) and a JSON body
-  (`Content-Type: application/json`, else 415), so no form post or image tag from another
-  site can act.
-- Reads need the token too when the console listens beyond loopback (`--allow-remote`).
+- Every API request, reads and streams included, needs `Authorization: Bearer TOKEN`
+  (compared in constant time), on loopback too: other users and programs of the machine read
+  nothing without it. Only the page's shell and static files (no data in them) and, on
+  loopback, `/api/info` (which console this is: version, pid, PODIUM_HOME; nothing about
+  runs; `podium doctor` asks it) answer without it. The token travels in that header only:
+  the page reads its event streams with fetch (not EventSource), so it never goes into a URL
+  (logs, history, Referer), and no cookie carries it (cookies ignore ports: every other local
+  server on 127.0.0.1 would receive it, and SameSite treats localhost:3000 as the same site).
+- Actions (POST) take a JSON body (`Content-Type: application/json`, else 415), so no form
+  post or image tag from another site can act.
+- A body over MAX_BODY is refused (413, connection closed) from its Content-Length, before
+  any of it is read; a body without one (chunked) is read only up to the limit (api._body).
 - Every response carries a strict Content-Security-Policy (scripts only from this origin, no
   inline script), X-Frame-Options DENY, frame-ancestors 'none', nosniff and no-referrer.
 
@@ -47,6 +55,14 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+MAX_BODY = 1_000_000  # bytes: the largest request body the console reads
+
+# Reads that need no token: the page's shell and its static files (no data in them), and on
+# loopback /api/info (which console this is, nothing about runs). Anything else needs it.
+OPEN_PAGES = frozenset({"/", "/favicon.ico"})
+OPEN_PREFIXES = ("/static/", "/runs/")
+OPEN_ON_LOOPBACK = frozenset({"/api/info"})
 
 
 def is_loopback(host: str) -> bool:
@@ -114,7 +130,7 @@ class GuardConfig:
     token: str
     bind_host: str
     port: int
-    remote: bool = False  # listening beyond loopback: reads need the token too
+    remote: bool = False  # listening beyond loopback: /api/info needs the token too
     extra_hosts: tuple[str, ...] = field(default_factory=tuple)
 
     def host_allowed(self, host_header: str) -> bool:
@@ -182,28 +198,49 @@ class Guard:
         await self.app(scope, receive, send_with_headers)
 
     def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
+        """The response refusing this request, or None. Nothing here reads the body: a
+        refusal of a request that has one closes the connection instead of draining it."""
         cfg = self.config
+        declared = headers.get("content-length", "").strip()
+        if declared and not declared.isdigit():
+            return _error(400, "malformed Content-Length", close=True)
+        close = bool(declared and int(declared)) or "transfer-encoding" in headers
         host = headers.get("host", "")
         if not cfg.host_allowed(host):
-            return _error(403, "forbidden host: the console answers only to its own address")
+            return _error(403, "forbidden host: the console answers only to its own address",
+                          close=close)
         origin = headers.get("origin")
         if origin is not None and not cfg.origin_allowed(origin, host):
-            return _error(403, "forbidden origin: cross-site requests are refused")
+            return _error(403, "forbidden origin: cross-site requests are refused", close=close)
+        if declared and int(declared) > MAX_BODY:
+            return _error(413, f"the request body is too large (at most {MAX_BODY} bytes)",
+                          close=True)
         method = scope["method"]
         path: str = scope["path"]
         acting = method not in ("GET", "HEAD")
-        needs_token = acting or (cfg.remote and path.startswith("/api/"))
+        needs_token = acting or not _open_without_token(path, cfg.remote)
         if needs_token and not token_matches(cfg.token, headers.get("authorization")):
             return _error(401, "this needs the console token (Authorization: Bearer ...); it "
                                "is printed by podium serve and kept in "
-                               "$PODIUM_HOME/console.token")
+                               "$PODIUM_HOME/console.token", close=close,
+                          extra={"www-authenticate": "Bearer"})
         if acting:
             ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if ctype != "application/json":
-                return _error(415, "actions take a JSON body (Content-Type: application/json)")
+                return _error(415, "actions take a JSON body (Content-Type: application/json)",
+                              close=close)
         return None
 
 
-def _error(status: int, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status,
-                        headers={"cache-control": "no-store"})
+def _open_without_token(path: str, remote: bool) -> bool:
+    if path in OPEN_PAGES or path.startswith(OPEN_PREFIXES):
+        return True
+    return not remote and path in OPEN_ON_LOOPBACK
+
+
+def _error(status: int, message: str, *, close: bool = False,
+           extra: dict[str, str] | None = None) -> Response:
+    headers = {"cache-control": "no-store", **(extra or {})}
+    if close:  # the body was not read: end the connection rather than drain it
+        headers["connection"] = "close"
+    return JSONResponse({"error": message}, status_code=status, headers=headers)

@@ -54,7 +54,7 @@ window.addEventListener('popstate', route);
 
 onConnection((state) => {
   conn.dataset.state = state;
-  conn.textContent = {live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline'}[state] || state;
+  conn.textContent = {live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', locked: 'token needed'}[state] || state;
   if (state === 'live') {
     lostAt = null;
     banner.hidden = true;
@@ -69,26 +69,31 @@ onConnection((state) => {
   }
 });
 
-function showTokenButton() {
-  tokenButton.hidden = false;
-}
-if (!token()) showTokenButton();
-onAuthNeeded(showTokenButton);
-tokenButton.addEventListener('click', () => {
-  const form = h('form', {class: 'token-form'},
-    h('label', {for: 'token-input'}, 'Console token (printed by podium serve; kept in $PODIUM_HOME/console.token): '),
+function tokenForm(why) {
+  const form = h('form', {class: 'token-form', id: 'token-form'},
+    h('label', {for: 'token-input'}, why ? `${why} ` : '',
+      'Console token (printed by podium serve in the address after #token=; kept in $PODIUM_HOME/console.token): '),
     h('input', {id: 'token-input', type: 'password', autocomplete: 'off', size: 48}),
     h('button', {type: 'submit', class: 'primary small'}, 'Use'));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     setToken(form.querySelector('input').value);
     banner.hidden = true;
+    clear(banner);
     tokenButton.hidden = !!token();
     route();
   });
   clear(banner).append(form);
   banner.hidden = false;
   form.querySelector('input').focus();
+}
+
+if (!token()) tokenButton.hidden = false;
+// A request refused for want of the token: ask for it (once, however many requests failed).
+onAuthNeeded(() => {
+  tokenButton.hidden = false;
+  if (!banner.querySelector('#token-form')) tokenForm('This console shows runs only with its token.');
 });
+tokenButton.addEventListener('click', () => tokenForm(''));
 
 route();

@@ -1,5 +1,8 @@
 // Talking to the console: the token, JSON requests, and server-sent event streams read with
 // fetch (so the token travels in a header, and reconnects resume with Last-Event-ID).
+// Every API request carries the token in its Authorization header, and only there: never in
+// a URL (logs, history), never in a cookie (cookies ignore ports: other local servers would
+// get it). Without a valid token the console answers 401 and the page asks for it.
 
 const TOKEN_KEY = 'podium.console.token';
 
@@ -41,7 +44,10 @@ async function parse(res) {
     data = null;
   }
   if (!res.ok) {
-    if (res.status === 401) authListeners.forEach((fn) => fn());
+    if (res.status === 401) {
+      setConn('locked');
+      authListeners.forEach((fn) => fn());
+    }
     throw new HttpError(res.status, (data && data.error) || `HTTP ${res.status}`);
   }
   return data;
@@ -117,7 +123,14 @@ export function openStream(path, handlers) {
       if (lastId !== null) extra['Last-Event-ID'] = String(lastId);
       try {
         const res = await fetch(path, {headers: headers(extra), signal: ctrl.signal, cache: 'no-store'});
-        if (res.status === 401) authListeners.forEach((fn) => fn());
+        if (res.status === 401) {
+          // No (valid) token: retrying cannot help. The page asks for the token and opens
+          // its streams again once it has one.
+          stopped = true;
+          setConn('locked');
+          authListeners.forEach((fn) => fn());
+          return;
+        }
         if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
         attempt = 0;
         setConn('live');

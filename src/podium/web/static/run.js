@@ -307,8 +307,10 @@ export function runPage(main, runId, nav, setCrumbs) {
       requestAnimationFrame(() => graph && graph.fit());
       onDetail(d);
     } catch (err) {
-      clear(main).append(h('div', {class: 'page'}, h('h1', null, 'Run not found'),
-        h('p', null, err.message), h('p', null, h('a', {href: '/', 'data-link': ''}, 'All runs'))));
+      const locked = err instanceof HttpError && err.status === 401;
+      clear(main).append(h('div', {class: 'page'}, h('h1', null, locked ? 'Token needed' : 'Run not found'),
+        h('p', null, locked ? 'This console shows runs only with its token: open the address podium serve printed, or enter the token above.' : err.message),
+        h('p', null, h('a', {href: '/', 'data-link': ''}, 'All runs'))));
       return;
     }
     stream = openStream(`/api/runs/${runId}/stream`, {
