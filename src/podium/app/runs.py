@@ -26,6 +26,7 @@ from podium.app.owners import (
     owning,
     this_host,
 )
+from podium.app.preflight import check_providers
 from podium.errors import PodiumError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
 from podium.language.model import END, WorkflowFile
@@ -86,6 +87,7 @@ def start_run(store: SQLiteStore, req: StartRequest, opts: LaunchOptions, *,
     run_id = new_run_id()
     engine = make_engine(req.workflow, req.path, req.inputs, opts, store, run_id=run_id)
     extra = prepare(engine) if prepare is not None else {}
+    check_providers(engine)  # a missing key stops the run before anything is recorded
     ownership = Ownership(store, run_id, req.command)
     store.create_run(RunRecord(
         run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),
@@ -181,6 +183,7 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
+    check_providers(engine)
     upto = state_seq if state_seq is not None else last_seq
     engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
     if req.from_step is None:  # members of an interrupted group that finished stay done
