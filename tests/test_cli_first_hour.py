@@ -153,3 +153,29 @@ def test_validate_of_a_test_file_says_what_it_is(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "validate", bad)
     assert proc.returncode == 2
     assert "bad.test.yaml:2:9: tests[0]: a test needs 'expect:'" in proc.stdout
+
+
+def test_a_run_without_its_providers_key_stops_before_its_first_step(tmp_path: Path) -> None:
+    flow = write(tmp_path, """
+        workflow:
+          name: keyless
+          entry_point: prepare
+          runtime: {provider: openai, default_model: gpt-5-mini}
+        agents:
+          - name: prepare
+            type: script
+            command: python
+            args: ["-c", "open('prepared', 'w').write('spent')"]
+            routes: [{to: ask}]
+          - {name: ask, prompt: "hello", output: {ok: {type: boolean}}}
+        """)
+    proc = _cli(tmp_path, "run", flow)  # cli_env passes no OPENAI_API_KEY
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    for needed in ("provider 'openai'", "OPENAI_API_KEY", "'ask'", "--responses", "-p"):
+        assert needed in line, line
+    assert not (tmp_path / "prepared").exists()  # nothing was run
+    assert _runs(tmp_path) == []  # nor recorded
+    answers = write(tmp_path, '{"agents": {"ask": [{"output": {"ok": true}}]}}', "a.json")
+    offline = _cli(tmp_path, "run", flow, "--responses", answers)
+    assert offline.returncode == 0, offline.stderr
