@@ -18,7 +18,6 @@ import pytest
 from helpers_engine import Run, process_gone, run_yaml, wait_until, write
 from podium.errors import OutputContractError, StepError
 from podium.events.model import ScriptOutput, StepFailed, StepFinished
-from podium.steps.base import RunOptions
 
 PY = sys.executable
 
@@ -166,19 +165,46 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert run.of(StepFinished) == []
 
 
-def test_output_is_capped_and_flagged(tmp_path: Path) -> None:
+def test_stdout_past_its_limit_fails_the_step_and_keeps_an_excerpt(tmp_path: Path) -> None:
     run = script_run(tmp_path, """
         import sys
-        sys.stdout.write("o" * 5000)
         sys.stderr.write("e" * 50)
-    """, options=RunOptions(script_output_cap=100))
-    assert run.exit_code == 0
+        sys.stderr.flush()
+        sys.stdout.write("o" * (1 << 20) + "p" * 5000)
+    """, extra="""
+            max_output_mb: 1
+    """)
+    assert run.exit_code == 3
+    assert "passed its limit of 1 MB" in run.error_text()
+    assert "max_output_mb" in run.error_text()
     (event,) = run.of(ScriptOutput)
-    assert event.stdout == "o" * 100
     assert event.stdout_truncated is True
+    assert event.stdout.startswith("o" * 1024 + "\n[... podium cut ")
+    tail = event.stdout.partition(" here ...]\n")[2]  # the last KB read before the stop
+    assert len(tail) == 1024
+    assert set(tail) <= {"o", "p"}
     assert event.stderr == "e" * 50
     assert event.stderr_truncated is False
-    assert run.outputs["s"]["stdout"] == "o" * 100
+    assert run.of(StepFailed)[0].error_type == "StepError"
+    assert run.of(StepFinished) == []
+
+
+def test_stderr_past_the_limit_is_cut_not_failed(tmp_path: Path) -> None:
+    # stderr is for people: its first part and its last KB are kept, the step goes on
+    run = script_run(tmp_path, """
+        import sys
+        sys.stderr.write("e" * (1 << 20) + "f" * 3000)
+        sys.stderr.buffer.write(b"\\xff\\x00")
+        print("done")
+    """, extra="""
+            max_output_mb: 1
+    """)
+    assert run.exit_code == 0, run.error_text()
+    (event,) = run.of(ScriptOutput)
+    assert event.stderr_truncated is True
+    assert event.stderr.startswith("e" * (1 << 20) + "\n[... podium cut 3,002 bytes")
+    assert event.stderr.endswith("f" * 1022 + "\ufffd\ufffd")
+    assert run.outputs["s"]["stdout"] == "done\n"
 
 
 def test_lenient_json_object_is_merged_and_routes_on_its_keys(tmp_path: Path) -> None:

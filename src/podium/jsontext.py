@@ -23,6 +23,8 @@ from itertools import accumulate
 from typing import Any
 
 MAX_DEPTH = 100  # arrays and objects inside each other
+# podium's own records (an exported event line) hold data of MAX_DEPTH inside their own fields
+RECORD_MAX_DEPTH = 2 * MAX_DEPTH
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")

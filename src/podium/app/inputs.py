@@ -3,18 +3,20 @@ workflow's declarations, with its defaults, or refused with a message that names
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from podium import jsontext
 from podium.errors import UsageError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
 from podium.language.model import InputDef, WorkflowFile
 
 
-def coerce_cli_value(text: str) -> Any:
-    """Conductor's --input coercion (spec 11) for inputs the workflow does not type."""
+def coerce_cli_value(text: str, name: str | None = None) -> Any:
+    """Conductor's --input coercion (spec 11) for inputs the workflow does not type.
+    JSON past podium's bounds and integers past Python's digit limit are a UsageError."""
+    where = f"--input {name}" if name else "--input"
     value = text.strip()
     low = value.lower()
     if low in ("true", "false"):
@@ -23,7 +25,9 @@ def coerce_cli_value(text: str) -> Any:
         return None
     if value.startswith(("[", "{")):
         try:
-            return json.loads(value)
+            return jsontext.loads(value)
+        except jsontext.JsonLimitError as exc:
+            raise UsageError(f"{where}: the value is JSON that {exc}") from None
         except ValueError:
             return value
     if "." in value:
@@ -31,6 +35,10 @@ def coerce_cli_value(text: str) -> Any:
             return float(value)
         except ValueError:
             return value
+    why = jsontext.too_many_digits(value) if value.lstrip("+-").isdigit() else None
+    if why is not None:
+        raise UsageError(f"{where}: the value {why}; declare the input as a string to keep "
+                         "it as text")
     try:
         return int(value)
     except ValueError:
@@ -41,7 +49,7 @@ def _typed(name: str, text: str, decl: InputDef) -> Any:
     t = decl.type
     if t == "string":
         return text
-    value = coerce_cli_value(text)
+    value = coerce_cli_value(text, name)
     if t == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     if t == "boolean" and isinstance(value, bool):
@@ -50,7 +58,8 @@ def _typed(name: str, text: str, decl: InputDef) -> Any:
         return value
     if t == "object" and isinstance(value, dict):
         return value
-    raise UsageError(f"--input {name}: expected a {t}, got {text!r}")
+    shown = text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
+    raise UsageError(f"--input {name}: expected a {t}, got {shown!r}")
 
 
 def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) -> dict[str, Any]:
@@ -68,7 +77,7 @@ def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) ->
         if not name:
             raise UsageError(f"--input {pair!r}: the name is empty")
         given[name] = _typed(name, text.strip(), declared[name]) if name in declared \
-            else coerce_cli_value(text)
+            else coerce_cli_value(text, name)
     return resolve_inputs(wf, given)
 
 
@@ -102,4 +111,8 @@ def _read_input_file(path: Path) -> dict[str, Any]:
         raise UsageError(exc.diagnostics[0].format()) from None
     if not isinstance(doc.data, dict):
         raise UsageError(f"{doc.shown}:1:1: an input file must be a mapping of name: value")
+    try:  # the loader allows workflow files deeper nesting than podium takes as data
+        jsontext.check_depth(doc.data)
+    except jsontext.JsonLimitError as exc:
+        raise UsageError(f"--input-file {doc.shown}: the inputs are data that {exc}") from None
     return dict(doc.data)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from podium import jsontext
 from podium.errors import RunError, StepError
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
@@ -278,7 +278,10 @@ def resolve_source(engine: Engine, group: ForEachGroup) -> list[Any]:
 
 def _json(text: str, group: ForEachGroup) -> Any:
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
+    except jsontext.JsonLimitError as exc:
+        raise StepError(f"source '{group.source}' is a string of JSON that {exc}",
+                        step=group.name) from None
     except ValueError as exc:
         raise StepError(f"source '{group.source}' is a string that is not JSON: {exc}",
                         step=group.name) from None

@@ -355,6 +355,10 @@ class QuestionsStep(StepBase):
         return self
 
 
+DEFAULT_SCRIPT_OUTPUT_MB = 64
+MAX_SCRIPT_OUTPUT_MB = 1024
+
+
 class ScriptStep(StepBase):
     type: Literal["script"]
     command: str = Field(min_length=1)
@@ -364,6 +368,9 @@ class ScriptStep(StepBase):
     timeout: int | None = Field(default=None, gt=0)
     working_dir: str | None = None
     output: OutputSchema | None = None
+    # podium extension: how much stdout (MB) the step may return; past it the step fails
+    max_output_mb: int = Field(default=DEFAULT_SCRIPT_OUTPUT_MB, ge=1,
+                               le=MAX_SCRIPT_OUTPUT_MB)
 
     @field_validator("args", mode="before")
     @classmethod
@@ -385,6 +392,13 @@ class ScriptStep(StepBase):
     @classmethod
     def _root_fields(cls, v: OutputSchema | None) -> OutputSchema | None:
         return _check_root_schema(v)
+
+    @field_validator("max_output_mb", mode="before")
+    @classmethod
+    def _megabytes(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a whole number of megabytes, not a boolean")
+        return v
 
 
 SetOutputType = Literal["auto", "string", "integer", "number", "boolean", "list", "dict"]
@@ -521,7 +535,7 @@ _KEY_TABLE = {
     "validator": "u--------", "sandbox": "u--------", "reasoning": "u--------",
     "context_tier": "u--------", "skills": "u--------", "plugins": "u--------",
     "session_key": "u--------", "server": "--------u", "tool": "--------u",
-    "arguments": "--------u",
+    "arguments": "--------u", "max_output_mb": "---u-----",
 }
 STEP_KEYS: dict[str, dict[str, str]] = {
     t: {k: row[i] for k, row in _KEY_TABLE.items() if row[i] != "-"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from podium.jsontext import int_digits_limit
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
@@ -383,7 +384,10 @@ class _Composer:
             return self._tagged_scalar(event, path)
         if event.style is not None or not event.implicit[0]:
             return event.value
-        return resolve_plain(event.value)
+        try:
+            return resolve_plain(event.value)
+        except IntegerTooLong as exc:
+            self.fail(event.start_mark, str(exc), path)
 
     def _tagged_scalar(self, event: Any, path: KeyPath) -> Any:
         tag = event.tag
@@ -392,7 +396,10 @@ class _Composer:
             return text
         if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
                    "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"):
-            value = resolve_plain(text)
+            try:
+                value = resolve_plain(text)
+            except IntegerTooLong as exc:
+                self.fail(event.start_mark, str(exc), path)
             expected = {"tag:yaml.org,2002:int": int, "tag:yaml.org,2002:float": (int, float),
                         "tag:yaml.org,2002:bool": bool, "tag:yaml.org,2002:null": type(None)}[tag]
             if isinstance(value, expected):  # type: ignore[arg-type]
@@ -486,8 +493,13 @@ _INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0[0-9_]+)$")
 _FLOAT_RE = re.compile(r"^[-+]?([0-9][0-9_]*)?(\.[0-9_]*)?([eE][-+]?[0-9]+)?$")
 
 
+class IntegerTooLong(ValueError):
+    """A decimal integer longer than Python converts from text (4,300 digits by default)."""
+
+
 def resolve_plain(text: str) -> Any:
-    """YAML 1.2 core-schema resolution of a plain scalar, as ruamel.yaml does it."""
+    """YAML 1.2 core-schema resolution of a plain scalar, as ruamel.yaml does it.
+    IntegerTooLong for a decimal integer past Python's digit limit."""
     if text in ("", "~", "null", "Null", "NULL"):
         return None
     if text in ("true", "True", "TRUE"):
@@ -495,7 +507,13 @@ def resolve_plain(text: str) -> Any:
     if text in ("false", "False", "FALSE"):
         return False
     if _INT_RE.match(text):
-        return int(text.replace("_", ""), 10)
+        digits = text.replace("_", "")
+        limit = int_digits_limit()
+        if limit and len(digits.lstrip("+-")) > limit:
+            raise IntegerTooLong(f"an integer of {len(digits.lstrip('+-')):,} digits is "
+                                 f"longer than podium reads (at most {limit:,} digits); "
+                                 "quote it to keep it as text")
+        return int(digits, 10)
     low = text.lower()
     if low.startswith(("0x", "+0x", "-0x")):
         try:

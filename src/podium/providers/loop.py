@@ -10,7 +10,6 @@ conversation unchanged when `send` fails.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from podium import jsontext
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
 from podium.providers.retry import status_is_retryable
 from podium.tools.base import ToolResult
@@ -196,7 +196,17 @@ class LoopSession(ABC):
                                     "timeout_seconds, max_session_seconds or the run's "
                                     "timeout)", category="timeout")
             timeout = self.request_timeout if left is None else min(self.request_timeout, left)
-            return self.create(timeout)
+            try:
+                return self.create(timeout)
+            except RecursionError:  # the SDK's json.loads of a hostile body
+                raise ProviderError(f"{self.provider_label}: the API's answer is JSON nested "
+                                    "too deeply to read") from None
+            except ValueError as exc:
+                if "integer string conversion" not in str(exc):
+                    raise
+                raise ProviderError(f"{self.provider_label}: the API's answer holds an integer "
+                                    "too long to read (more than "
+                                    f"{jsontext.int_digits_limit():,} digits)") from None
 
         if self.request.retry is not None:
             return self.request.retry.call(once, f"{self.provider_label} call")
@@ -215,7 +225,12 @@ class LoopSession(ABC):
             args = call.arguments
             if isinstance(args, str):
                 with contextlib.suppress(ValueError):
-                    args = json.loads(args)
+                    args = jsontext.loads(args)
+            else:
+                try:
+                    jsontext.check_depth(args)
+                except jsontext.JsonLimitError as exc:
+                    args = {"_refused": f"the arguments are JSON that {exc}"}
             if not isinstance(args, dict):
                 args = {"_raw": args}
             self.request.emit(ToolCalled(

@@ -32,6 +32,7 @@ from podium.providers.pricing import cost_usd, find_price
 from podium.providers.retry import PolicyRetrier, RetryPolicy
 from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
 from podium.steps.schema import (
+    REFUSED_JSON,
     SchemaViolation,
     check_value,
     extract_json_object,
@@ -270,12 +271,15 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
         if reason is None:
             return StepOutcome(value, usage=usage)
         if attempt > max_fix:
-            kind = ("its answer is not valid JSON" if reason == "syntax"
+            refused = reason == "syntax" and (error or "").startswith(REFUSED_JSON)
+            kind = ("its answer is JSON podium does not take" if refused
+                    else "its answer is not valid JSON" if reason == "syntax"
                     else "its answer breaks the output schema")
             raise OutputContractError(
                 f"{kind} after {attempt} attempt(s): {error}"
-                + (" (consider output_mode: raw for long prose)" if reason == "syntax"
-                   else ""), step=name, iteration=it, details={"answer": reply.text[:2000]})
+                + (" (consider output_mode: raw for long prose)"
+                   if reason == "syntax" and not refused else ""),
+                step=name, iteration=it, details={"answer": reply.text[:2000]})
         run.bus.emit(ParseRecovery(step=name, iteration=it, attempt=attempt,
                                    max_attempts=max_fix, reason=reason,
                                    error=(error or "")[:500]))
@@ -306,7 +310,7 @@ def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
         try:
             jsontext.check_depth(value)
         except jsontext.JsonLimitError as exc:
-            return None, "syntax", f"the answer's JSON {exc}"
+            return None, "syntax", f"{REFUSED_JSON}{exc}"
     if not isinstance(value, dict):
         kind = "list" if isinstance(value, list) else json_type_name(value)
         return None, "syntax", f"the answer is a JSON {kind}, not an object"

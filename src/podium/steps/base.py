@@ -73,7 +73,6 @@ class RunOptions:
     interactive: bool = False
     provider_override: str | None = None
     record: bool = True
-    script_output_cap: int = 10 * 1024 * 1024
 
 
 @dataclass

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from podium import jsontext
 from podium.errors import LimitExceeded, OutputContractError, StepError, TemplateError
 from podium.events.model import McpCalled
 from podium.language.diagnostics import did_you_mean
@@ -289,14 +290,19 @@ def _unknown_tool(request: ToolCall, names: list[str]) -> str:
 
 
 def _output(reply: ToolReply) -> dict[str, Any]:
+    """The step's output from the tool's result; JsonLimitError for JSON past podium's
+    bounds (podium/jsontext.py)."""
     if reply.structured is not None:
+        jsontext.check_depth(reply.structured)
         if isinstance(reply.structured, dict):
             return reply.structured
         return {"result": reply.structured}
     stripped = reply.text.strip()
     if stripped.startswith("{"):
         try:
-            value = json.loads(stripped)
+            value = jsontext.loads(stripped)
+        except jsontext.JsonLimitError:
+            raise
         except ValueError:
             value = None
         if isinstance(value, dict):
@@ -350,7 +356,13 @@ def execute_mcp(call: StepCall) -> StepOutcome:
         raise StepError(f"MCP tool '{step.tool}' of server '{step.server}' returned an error: "
                         f"{line}", step=name, iteration=it,
                         details={"server": step.server, "tool": step.tool, "error": text})
-    output = _output(reply)
+    try:
+        output = _output(reply)
+    except jsontext.JsonLimitError as exc:
+        raise StepError(f"MCP tool '{step.tool}' of server '{step.server}' returned JSON that "
+                        f"{exc}", step=name, iteration=it,
+                        details={"server": step.server, "tool": step.tool,
+                                 "result_excerpt": reply.text[:2000]}) from None
     run.bus.emit(McpCalled(step=name, iteration=it, server=step.server, tool=step.tool,
                            arguments=arguments, result=output, elapsed=elapsed))
     if step.output is not None:

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from podium import jsontext
 from podium.language.model import OutputField, value_has_type
 
 
@@ -136,25 +137,34 @@ def _field_schema(fld: OutputField) -> dict[str, Any]:
     return out
 
 
+REFUSED_JSON = "the answer's JSON "  # begins the message for JSON past podium's bounds
+
+
 def extract_json_object(text: str) -> tuple[Any, str | None]:
     """Find the JSON answer in a model's text: whole text, fenced block, then outermost braces.
 
-    Returns (value, None) or (None, parser message).
+    Returns (value, None) or (None, parser message). JSON past podium's bounds (too deep, an
+    integer too long, a lone surrogate: podium/jsontext.py) is never taken; the message then
+    says which bound it passed.
     """
     stripped = text.strip()
+    refused: str | None = None
     try:
-        return json.loads(stripped), None
+        return jsontext.loads(stripped), None
+    except jsontext.JsonLimitError as exc:
+        refused = first_error = f"{REFUSED_JSON}{exc}"
     except ValueError as exc:
         first_error = str(exc)
-    for m in re.finditer(r"```(?:json|JSON)?\s*\n(.*?)```", text, re.DOTALL):
-        try:
-            return json.loads(m.group(1).strip()), None
-        except ValueError:
-            continue
+    candidates = [m.group(1).strip()
+                  for m in re.finditer(r"```(?:json|JSON)?\s*\n(.*?)```", text, re.DOTALL)]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for candidate in candidates:
         try:
-            return json.loads(text[start:end + 1]), None
+            return jsontext.loads(candidate), None
+        except jsontext.JsonLimitError as exc:
+            refused = refused or f"{REFUSED_JSON}{exc}"
         except ValueError:
-            pass
-    return None, first_error
+            continue
+    return None, refused or first_error

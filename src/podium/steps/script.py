@@ -3,29 +3,39 @@
 The child runs in its own process group (tools/processes.py): the script is done when its
 main process has exited and its stdout and stderr are closed, and then whatever is left of the
 group is killed; the timeout covers all of it, and ends the whole group. The group also dies
-with podium, even a SIGKILLed one. stdout and stderr are kept up to a size cap (the rest is
-read and dropped). Without `output:`, the output is {exit_code, stdout, stderr} plus the keys
-of stdout when it is one JSON object; with `output:`, stdout must be exactly one JSON object
-that satisfies the schema.
+with podium, even a SIGKILLed one.
+
+stdout is the step's output, so it must be text: UTF-8 without NUL bytes, at most the step's
+`max_output_mb` (64 MB by default); past the limit the script is stopped and the step fails,
+and so does a stdout that is not text. Only an excerpt (its first and last KB) of such a
+stdout is recorded. stderr is kept for people: decoded leniently (a byte that is not UTF-8,
+or a NUL, shows as U+FFFD), and past the same limit cut to its first part and its last KB.
+Without `output:`, the output is {exit_code, stdout, stderr} plus the keys of stdout when it
+is one JSON object; with `output:`, stdout must be exactly one JSON object that satisfies
+the schema. JSON is read with podium's bounds (podium/jsontext.py): too deep, an integer too
+long or a lone surrogate fails the step.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from podium import jsontext
 from podium.errors import LimitExceeded, OutputContractError, StepError
 from podium.events.model import ScriptOutput
-from podium.language.model import ScriptStep
+from podium.language.model import MAX_SCRIPT_OUTPUT_MB, ScriptStep
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value, json_type_name
 from podium.tools import processes
-from podium.tools.processes import Command
+from podium.tools.processes import Captured, Command
 
 KILL_GRACE_SECONDS = 1.0  # at a timeout or an interrupt: SIGTERM, then SIGKILL after this
+MB = 1024 * 1024
+EXCERPT_BYTES = processes.TAIL_BYTES  # of a refused stdout: its first and last KB are kept
+BINARY_HINT = "outputs are text; write binary data to a file and print its path"
 
 
 def _resolve_command(command: str, env: dict[str, str], cwd: str | None) -> str | None:
@@ -86,7 +96,8 @@ def execute_script(call: StepCall) -> StepOutcome:
     try:
         running = processes.start(Command(
             [exe, *args], env, cwd=cwd, stdin=stdin_bytes, run_id=run.run_id,
-            output_cap=run.options.script_output_cap, term_grace=KILL_GRACE_SECONDS))
+            output_cap=step.max_output_mb * MB, term_grace=KILL_GRACE_SECONDS,
+            stop_past_stdout_cap=True))
     except OSError as exc:
         raise StepError(f"failed to start '{command}': {exc.strerror or exc}", step=name,
                         iteration=it) from None
@@ -98,51 +109,117 @@ def execute_script(call: StepCall) -> StepOutcome:
         raise StepError(f"script timed out after {step.timeout}s (the whole process group "
                         "was killed)", step=name, iteration=it)
     elapsed = run.clock.monotonic() - started
-    exit_code, stdout, stderr = done.returncode, done.stdout.text(), done.stderr.text()
+    exit_code, stderr = done.returncode, _stderr_text(done.stderr)
+    stdout, problem = _stdout_text(step, done.stdout)
     run.bus.emit(ScriptOutput(step=name, iteration=it, argv=argv, working_dir=cwd,
                               exit_code=exit_code, stdout=stdout, stderr=stderr,
                               stdout_truncated=done.stdout.truncated,
                               stderr_truncated=done.stderr.truncated, elapsed=elapsed))
+    if problem is not None:
+        raise StepError(problem, step=name, iteration=it,
+                        details={"exit_code": exit_code, "stdout_bytes_read":
+                                 len(done.stdout.data) + done.stdout.dropped})
     return script_outcome(step, it, exit_code, stdout, stderr,
                           stdout_truncated=done.stdout.truncated)
+
+
+def _limit_message(step: ScriptStep) -> str:
+    return (f"stdout of script '{step.name}' passed its limit of {step.max_output_mb} MB, "
+            f"so the script was stopped; raise the limit with `max_output_mb:` on the step "
+            f"(up to {MAX_SCRIPT_OUTPUT_MB}), or write large output to a file")
+
+
+def _stdout_text(step: ScriptStep, out: Captured) -> tuple[str, str | None]:
+    """stdout as text, or an excerpt of it and why the step refuses it (past the limit, not
+    UTF-8, a NUL byte)."""
+    if out.truncated:
+        return _excerpt(out), _limit_message(step)
+    data = bytes(out.data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _excerpt(out), (f"stdout of script '{step.name}' is not UTF-8 text (byte "
+                               f"0x{data[exc.start]:02x} at offset {exc.start:,}); "
+                               f"{BINARY_HINT}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        return _excerpt(out), (f"stdout of script '{step.name}' holds a NUL byte at offset "
+                               f"{nul:,}; {BINARY_HINT}")
+    return text, None
+
+
+def _excerpt(out: Captured) -> str:
+    """The first and last EXCERPT_BYTES of a stream, as text that can be stored (lossy, no
+    NUL), with a line saying how much was cut between them."""
+    total = len(out.data) + out.dropped
+    if total <= 2 * EXCERPT_BYTES:
+        return _lossy(bytes(out.data) + out.tail)
+    end = (bytes(out.data[-EXCERPT_BYTES:]) + out.tail)[-EXCERPT_BYTES:]
+    cut = total - 2 * EXCERPT_BYTES
+    return (_lossy(bytes(out.data[:EXCERPT_BYTES])) + f"\n[... podium cut {cut:,} bytes "
+            "here ...]\n" + _lossy(end))
+
+
+def _lossy(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").replace("\0", "\ufffd")
+
+
+def _stderr_text(err: Captured) -> str:
+    """stderr for people: lossy, and past the limit its first part and its last KB."""
+    text = _lossy(bytes(err.data))
+    if err.truncated:
+        text += (f"\n[... podium cut {err.dropped:,} bytes past the output limit; the last "
+                 f"{len(err.tail):,} follow ...]\n" + _lossy(err.tail))
+    return text
 
 
 def script_outcome(step: ScriptStep, iteration: int, exit_code: int, stdout: str, stderr: str,
                    *, stdout_truncated: bool = False) -> StepOutcome:
     """A script step's output from what the process returned, under the step's contract:
-    {exit_code, stdout, stderr} plus stdout's JSON object (strictly checked with `output:`)."""
+    {exit_code, stdout, stderr} plus stdout's JSON object (strictly checked with `output:`).
+    A stdout that was cut (a recorded excerpt: it passed its limit) fails the step."""
+    if stdout_truncated:
+        raise StepError(_limit_message(step), step=step.name, iteration=iteration,
+                        details={"exit_code": exit_code})
     output: dict[str, Any] = {"stdout": stdout, "stderr": stderr, "exit_code": exit_code}
     if step.output is None:
-        parsed = _json_object(stdout)
+        parsed = _json_object(step, stdout, iteration)
         if parsed is not None:
             output.update(parsed)
         return StepOutcome(output, details={"exit_code": exit_code})
-    return StepOutcome(_strict_output(step, output, stdout, stdout_truncated, iteration),
+    return StepOutcome(_strict_output(step, output, stdout, iteration),
                        details={"exit_code": exit_code})
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
+def _json_object(step: ScriptStep, text: str, iteration: int) -> dict[str, Any] | None:
+    """stdout's JSON object, None when stdout is not one; JSON past podium's bounds fails."""
     stripped = text.strip()
     if not stripped.startswith("{"):
         return None
     try:
-        value = json.loads(stripped)
+        value = jsontext.loads(stripped)
+    except jsontext.JsonLimitError as exc:
+        raise StepError(f"stdout JSON of script '{step.name}' {exc}", step=step.name,
+                        iteration=iteration, details={"stdout": text[-2000:]}) from None
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
 
-def _strict_output(step: ScriptStep, output: dict[str, Any], stdout: str, truncated: bool,
+def _strict_output(step: ScriptStep, output: dict[str, Any], stdout: str,
                    iteration: int) -> dict[str, Any]:
     stripped = stdout.strip()
     details = {"stdout": stdout[-2000:], "stderr": output["stderr"][-2000:],
                "exit_code": output["exit_code"]}
     try:
-        value = json.loads(stripped)
+        value = jsontext.loads(stripped)
+    except jsontext.JsonLimitError as exc:
+        raise OutputContractError(f"stdout JSON of script '{step.name}' {exc}",
+                                  step=step.name, iteration=iteration, details=details) \
+            from None
     except ValueError as exc:
-        why = "stdout was cut at the size cap" if truncated else str(exc)
         err = OutputContractError(f"declares an output schema but stdout is not one JSON object "
-                                  f"({why}); exit code {output['exit_code']}. Write logs to "
+                                  f"({exc}); exit code {output['exit_code']}. Write logs to "
                                   "stderr", step=step.name, iteration=iteration, details=details)
         raise err from None
     if not isinstance(value, dict):

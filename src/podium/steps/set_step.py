@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from podium import jsontext
 from podium.errors import OutputContractError, StepError
 from podium.language.model import SetStep, json_kind
 from podium.steps.base import StepCall, StepOutcome
@@ -69,9 +70,16 @@ def _yaml_load(text: str) -> Any:
     from ruamel.yaml.error import YAMLError
 
     try:
-        return YAML(typ="safe", pure=True).load(text)
+        value = YAML(typ="safe", pure=True).load(text)
     except YAMLError as exc:
         raise ValueError(str(exc).splitlines()[0]) from None
+    except RecursionError:  # the composer recurses: data from outside may nest 10,000 deep
+        raise ValueError(f"it nests deeper than {jsontext.MAX_DEPTH} levels") from None
+    try:
+        jsontext.check_depth(value)
+    except jsontext.JsonLimitError as exc:
+        raise ValueError(f"it {exc}") from None
+    return value
 
 
 def _json_safe(value: Any, label: str) -> Any:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from podium import jsontext
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 from podium.language.model import END, HumanGateStep, WorkflowFile
 from podium.language.source import (
@@ -445,7 +446,8 @@ class _FileReader:
         where: KeyPath = ("tests", i, "recording")
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
-            return recording_from_events([json.loads(x) for x in lines if x.strip()])
+            return recording_from_events([jsontext.loads(x, max_depth=jsontext.RECORD_MAX_DEPTH)
+                                          for x in lines if x.strip()])
         except OSError as exc:
             self.problem(where, f"cannot read the recording '{ref}': {exc.strerror or exc}",
                          "export one with: podium events RUN_ID > FILE.jsonl", at="value")

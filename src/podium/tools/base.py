@@ -4,10 +4,11 @@ into an error result the model can read, never into a crash of the run."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from podium import jsontext
 
 DEFAULT_MAX_CHARS = 50_000
 
@@ -76,9 +77,16 @@ class Toolbox:
                               f"{', '.join(self.tools) or 'none'}", True)
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = jsontext.loads(arguments) if arguments.strip() else {}
+            except jsontext.JsonLimitError as exc:
+                return ToolResult(f"the arguments of '{name}' are JSON that {exc}", True)
             except ValueError as exc:
                 return ToolResult(f"the arguments of '{name}' are not valid JSON: {exc}", True)
+        else:  # already parsed by the provider's SDK: bound its depth all the same
+            try:
+                jsontext.check_depth(arguments)
+            except jsontext.JsonLimitError as exc:
+                return ToolResult(f"the arguments of '{name}' are JSON that {exc}", True)
         if not isinstance(arguments, dict):
             return ToolResult(f"the arguments of '{name}' must be a JSON object", True)
         try:

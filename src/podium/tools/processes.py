@@ -155,6 +155,9 @@ class Command:
     stdin: bytes | None = None  # piped, then closed; None: /dev/null
     run_id: str | None = None  # set as PODIUM_RUN_ID, the marker of a run's processes
     output_cap: int = 10 * 1024 * 1024  # bytes kept per stream; the rest is read and dropped
+    # True: stdout passing output_cap ends the command at once (its group is killed), as a
+    # script step fails then; False: the rest of stdout is read and dropped
+    stop_past_stdout_cap: bool = False
     term_grace: float = 0.0  # at a timeout or an interrupt: SIGTERM, this long, then SIGKILL
     # True: done once the leader exited AND stdout and stderr closed (what a shell's `$(...)`
     # waits for); False: done once the leader exited. Either way the rest of the group is
@@ -162,18 +165,25 @@ class Command:
     wait_for_output: bool = True
 
 
+TAIL_BYTES = 1024  # the end of a stream kept beside its first `cap` bytes
+
+
 @dataclass
 class Captured:
-    """What a command wrote to one stream: its first `cap` bytes, and how many were dropped."""
+    """What a command wrote to one stream: its first `cap` bytes, how many were dropped, and
+    (once some were) the last TAIL_BYTES it wrote."""
 
     cap: int
     data: bytearray = field(default_factory=bytearray)
     dropped: int = 0
+    tail: bytes = b""
 
     def add(self, chunk: bytes) -> None:
         room = max(self.cap - len(self.data), 0)
         self.data += chunk[:room]
-        self.dropped += max(len(chunk) - room, 0)
+        if len(chunk) > room:
+            self.dropped += len(chunk) - room
+            self.tail = (self.tail + chunk[room:])[-TAIL_BYTES:]
 
     @property
     def truncated(self) -> bool:
@@ -268,6 +278,8 @@ class Running:
         while True:
             if self._leader_exited() and (not self.command.wait_for_output
                                           or not self.outputs):
+                return False
+            if self.command.stop_past_stdout_cap and self.stdout.truncated:
                 return False
             if not self._select(deadline):
                 return True
