@@ -394,3 +394,33 @@ def test_deep_json_from_an_mcp_tool_fails_the_step(home: Home) -> None:
     failed = failed_step(home, home("run", wf))
     assert f"MCP tool 'deep' of server 'tools' returned JSON that is nested deeper than " \
         f"{MAX_DEPTH} levels" in failed["message"]
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError])
+def test_a_step_that_runs_out_of_depth_or_memory_fails_cleanly(tmp_path: Path,
+                                                               error: type) -> None:
+    """The engine's last line of defence: whatever data no bound caught fails its step."""
+    from helpers_engine import load
+    from podium.engine.run import Engine
+    from podium.events.sinks.jsonl import MemorySink
+    from podium.gates.base import ChainAnswerer
+    from podium.providers.base import ProviderRegistry
+
+    path = write(tmp_path, """
+        workflow: {name: deep, entry_point: a}
+        agents:
+          - {name: a, type: set, value: 1}
+        """)
+    engine = Engine(load(path), path, inputs={}, providers=ProviderRegistry(),
+                    answerer=ChainAnswerer([]))
+
+    def explode(call: object) -> object:
+        raise error()
+
+    engine.executors["set"] = explode  # type: ignore[assignment]
+    sink = MemorySink()
+    engine.bus.add(sink)
+    result = engine.run()
+    assert (result.status, result.exit_code) == ("error", 3)
+    assert [e.type for e in sink.events][-2:] == ["step_failed", "run_finished"]
+    assert "beyond what podium can handle" in str(result.error)

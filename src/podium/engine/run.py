@@ -19,7 +19,14 @@ from typing import Any, Literal, Protocol
 from podium import __version__
 from podium.clock import Clock, SystemClock
 from podium.engine.routing import choose_route
-from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, TemplateError
+from podium.errors import (
+    Interrupted,
+    LimitExceeded,
+    PodiumError,
+    RunError,
+    StepError,
+    TemplateError,
+)
 from podium.events.bus import EventBus
 from podium.events.model import (
     BudgetExceeded,
@@ -237,16 +244,22 @@ class Engine:
                                   run_iteration=state.run_iteration + 1))
         started = self.clock.monotonic()
         try:
-            if isinstance(step, ParallelGroup):
-                outcome = run_parallel(self, step, iteration)
-            elif isinstance(step, ForEachGroup):
-                outcome = run_for_each(self, step, iteration)
-            else:
-                executor = self.executors.get(step.type)
-                if executor is None:
-                    raise RunError(f"'{step.type}' steps are not supported yet",
-                                   step=step.name, iteration=iteration)
-                outcome = executor(StepCall(step, iteration, self.services))
+            try:
+                if isinstance(step, ParallelGroup):
+                    outcome = run_parallel(self, step, iteration)
+                elif isinstance(step, ForEachGroup):
+                    outcome = run_for_each(self, step, iteration)
+                else:
+                    executor = self.executors.get(step.type)
+                    if executor is None:
+                        raise RunError(f"'{step.type}' steps are not supported yet",
+                                       step=step.name, iteration=iteration)
+                    outcome = executor(StepCall(step, iteration, self.services))
+            except (RecursionError, MemoryError) as exc:  # data too deep or too big for it
+                what = "nesting too deep" if isinstance(exc, RecursionError) else "out of memory"
+                raise StepError(f"the step's data is beyond what podium can handle ({what}); "
+                                "nothing of this step was kept", step=step.name,
+                                iteration=iteration) from None
         except (GateUnanswerable, ChildParked):
             raise  # not a failure: the run parks (or fails) in the loop
         except RunError as exc:

@@ -10,11 +10,11 @@ continues from its own last committed step.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from podium import jsontext
 from podium.errors import Interrupted, LimitExceeded, StepError
 from podium.gates.base import GateRequest
 from podium.language.model import WorkflowFile, WorkflowStep
@@ -75,7 +75,7 @@ def _inputs(call: StepCall, parent: Engine, step: WorkflowStep,
                 text = call.run.render(value, ctx, step=step.name,
                                        what=f"input_mapping.{key}", iteration=call.iteration)
                 try:
-                    given[key] = json.loads(text)
+                    given[key] = jsontext.loads(text)  # bounded: it may be a model's text
                 except ValueError:
                     given[key] = text
             else:
