@@ -177,7 +177,7 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    from podium.engine.history import unfinished_group, usage_from_events
+    from podium.engine.history import parked_dialog, unfinished_group, usage_from_events
 
     store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as the run goes on
 
@@ -190,6 +190,13 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
         inside = unfinished_group(events)
         if inside is not None and inside[0] == start:
             engine.carried[inside[0]] = inside[1]
+        # (with no checkpoint yet, every event after run_started belongs to this attempt)
+        after = state_seq if state_seq is not None else 0
+        dialog = parked_dialog(events, after, start) if start is not None else None
+        if start is not None and dialog is not None:  # it goes on in the dialog it parked in
+            dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
+                                                       f"resume run {run.id}")["o"]}
+            engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
     return Advanced(engine, advance(engine, store, start))
 
 
@@ -286,6 +293,10 @@ def answer_gate(store: SQLiteStore, run_id: str, value: str, text: str | None = 
 
 def _answer_value(gate: GateRecord, value: str, text: str | None
                   ) -> tuple[str, dict[str, str]]:
+    if gate.kind == "dialog" and _match_option(gate.options, value) is None:
+        if len(value) > 100_000:  # what the person writes to the agent, as they wrote it
+            raise Refused("the text is too long (100,000 characters at most)", kind="too_large")
+        return "discuss", {"message": value}
     if gate.kind == "iteration_limit":
         raw = value.strip()
         if not raw.isdigit() or int(raw) > 100_000:

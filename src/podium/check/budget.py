@@ -574,23 +574,34 @@ def _forecast(a: _Analysis, report: BudgetReport) -> dict[str, Any]:
     tokens_out = max(1, tokens_in // 4) if cost_cfg.tokens_per_call else DEFAULT_OUTPUT_TOKENS
     per_step: dict[str, tuple[float, float]] = {}
     unpriced: set[str] = set()
-    for s in a.wf.agents:
-        if not isinstance(s, AgentStep):
-            continue
+
+    def call_range(models: list[str]) -> tuple[float, float] | None:
         costs = []
-        for m in _models_of(a, s):
+        for m in models:
             c = cost_usd(find_price(m, cost_cfg.pricing), tokens_in, tokens_out)
             if c is None:
                 unpriced.add(m)
             else:
                 costs.append(c)
         if costs:
-            per_step[s.name] = (min(costs), max(costs))
-        elif _models_of(a, s):
-            per_step[s.name] = (0.0, 0.0)
+            return min(costs), max(costs)
+        return (0.0, 0.0) if models else None
+
+    per_exec: dict[str, dict[str, Any]] = {}
+    for s in a.wf.agents:
+        if not isinstance(s, AgentStep):
+            continue
+        one = call_range(_models_of(a, s))
+        if one is not None:
+            per_step[s.name] = one
+        checks = _checked_execution(s, one, call_range)
+        if checks is not None:
+            per_exec[s.name] = checks
 
     def path_cost(path: list[str], pick: int) -> float:
-        return sum(per_step[n][pick] for n in path if n in per_step)
+        key = ("min_usd", "max_usd")[pick]
+        return sum(per_exec[n][key] if n in per_exec else per_step[n][pick]
+                   for n in path if n in per_step or n in per_exec)
 
     outcomes = {}
     for r in report.outcomes:
@@ -600,16 +611,56 @@ def _forecast(a: _Analysis, report: BudgetReport) -> dict[str, Any]:
                             "max_usd": round(hi, 4) if hi is not None else None}
     worst = max((v["max_usd"] for v in outcomes.values() if v["max_usd"] is not None),
                 default=None)
-    most = max((hi for _, hi in per_step.values()), default=0.0)
+    most = max([hi for _, hi in per_step.values()]
+               + [float(v["max_usd"]) for v in per_exec.values()], default=0.0)
     return {"tokens_per_call": {"input": tokens_in, "output": tokens_out,
                                 "source": "cost.tokens_per_call" if cost_cfg.tokens_per_call
                                 else "podium default"},
             "per_call_usd": {k: {"min": round(v[0], 4), "max": round(v[1], 4)}
                              for k, v in per_step.items()},
+            "per_execution": {k: {**v, "min_usd": round(v["min_usd"], 4),
+                                  "max_usd": round(v["max_usd"], 4)}
+                              for k, v in per_exec.items()},
             "outcomes": outcomes, "worst_usd": worst,
             "ceiling_usd": round(most * report.max_iterations, 4),
             "unpriced_models": sorted(unpriced),
             "budget_usd": a.wf.workflow.limits.budget_usd}
+
+
+def _checked_execution(step: AgentStep, one: tuple[float, float] | None,
+                       call_range: Any) -> dict[str, Any] | None:
+    """The model calls (and their cost) of one execution of an agent with a `validator:` or
+    a `dialog:`: the validator adds its verdict and, on a fail, one re-run (and a second
+    verdict under on_error: fail); the dialog adds its evaluator and, after a conversation,
+    a re-execution (the conversation's own replies depend on the person: not counted)."""
+    if step.validator is None and step.dialog is None:
+        return None
+    own = one or (0.0, 0.0)
+    lo, hi = own
+    calls_min = calls_max = 1
+    extra: list[str] = []
+    if step.dialog is not None:
+        lo, hi = lo + own[0], hi + own[1] + own[1]
+        calls_min, calls_max = calls_min + 1, calls_max + 2
+        extra.append("dialog: +1 evaluator call, +1 re-execution after a conversation (plus "
+                     "one reply per turn of the person)")
+    v = step.validator
+    if v is not None:
+        verdict = (call_range([v.model]) if v.model else one) or (0.0, 0.0)
+        lo, hi = lo + verdict[0], hi + verdict[1]
+        calls_min, calls_max = calls_min + 1, calls_max + 1
+        what = "validator: +1 verdict"
+        if v.max_retries:
+            hi += own[1]
+            calls_max += 1
+            what += ", +1 re-run on a failed verdict"
+            if v.on_error == "fail":
+                hi += verdict[1]
+                calls_max += 1
+                what += ", +1 verdict of the re-run (on_error: fail)"
+        extra.append(what)
+    return {"calls_min": calls_min, "calls_max": calls_max, "min_usd": lo, "max_usd": hi,
+            "extra": extra}
 
 
 # --------------------------------------------------------------------------- text
@@ -663,6 +714,10 @@ def format_budget(data: dict[str, Any]) -> str:
         for name, o in cost["outcomes"].items():
             if o["min_usd"] is not None:
                 lines.append(f"    {name}: ${o['min_usd']:.4f} - ${o['max_usd']:.4f}")
+        for name, x in cost.get("per_execution", {}).items():
+            lines.append(f"    {name}: {x['calls_min']}-{x['calls_max']} model calls per "
+                         f"execution, ${x['min_usd']:.4f} - ${x['max_usd']:.4f} "
+                         f"({'; '.join(x['extra'])})")
         lines.append(f"    ceiling at max_iterations: ${cost['ceiling_usd']:.4f}")
         if cost.get("budget_usd") is not None:
             lines.append(f"    budget_usd: ${cost['budget_usd']:.2f}")

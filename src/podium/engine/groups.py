@@ -84,6 +84,7 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
         return _reused(carried[label], key)
     services = engine.services
     services.local.extra = extra
+    services.local.group = group  # an agent's dialog runs in the main loop only (spec 3.3)
     started = engine.clock.monotonic()
     engine.bus.emit(StepStarted(step=label, step_type=step.type, iteration=iteration,
                                 run_iteration=engine.state.run_iteration, group=group))
@@ -109,6 +110,7 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
         return _Done(key, 0, None, exc)
     finally:
         services.local.extra = None
+        services.local.group = None
     u = outcome.usage
     engine.bus.emit(StepFinished(
         step=label, step_type=step.type, iteration=iteration,

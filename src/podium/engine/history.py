@@ -129,3 +129,19 @@ def unfinished_group(events: list[dict[str, Any]]) -> tuple[str, dict[str, dict[
         elif t in ("step_finished", "step_failed") and e["step"] == group:
             group, done = None, {}
     return (group, done) if group is not None else None
+
+
+def parked_dialog(events: list[dict[str, Any]], seq: int, step: str) -> dict[str, Any] | None:
+    """The dialog_started event of the agent `step` whose run parked in it after `seq` (the
+    last checkpoint) and has not finished it: its resume goes on from there (the output
+    under discussion and what the execution had spent) instead of asking the model again.
+    None when the run did not stop in a dialog of that step."""
+    found: dict[str, Any] | None = None
+    for e in events:
+        if e["seq"] <= seq or e.get("group") or e.get("step") != step:
+            continue
+        if e["type"] == "dialog_started":
+            found = e
+        elif e["type"] in ("dialog_finished", "step_finished", "step_failed"):
+            found = None
+    return found

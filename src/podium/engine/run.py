@@ -557,9 +557,11 @@ class Engine:
 
     def _parked(self, request: GateRequest) -> RunResult:
         what = ("grant more iterations" if request.kind == "iteration_limit"
+                else f"answer the dialog of agent '{request.step}'" if request.kind == "dialog"
                 else f"answer gate '{request.step}'")
+        value = "best|MESSAGE" if request.kind == "dialog" else "VALUE"
         message = (f"waiting for a person to {what}: podium gate answer {request.run_id} "
-                   "VALUE")
+                   f"{value}")
         elapsed = self.clock.monotonic() - self._started
         self.bus.emit(RunFinished(status="waiting", step=request.step, message=message,
                                   elapsed=elapsed, iterations=self.state.run_iteration,

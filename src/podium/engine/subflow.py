@@ -36,6 +36,8 @@ class _Existing:
     start: str | None
     start_seq: int
     usage: dict[str, Usage]
+    # the events after its last checkpoint (a dialog it parked in goes on from there)
+    tail: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _load(parent: Engine, step: WorkflowStep, iteration: int) -> tuple[Path, WorkflowFile]:
@@ -110,7 +112,8 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
             state.inputs = dict(run.inputs)
         state.inputs = _with_secrets(state.inputs, parent, step, iteration)
         start = (cp.next_step or cp.step) if cp else None
-        return _Existing(run.id, run.status, None, state, start, last, usage)
+        tail = [e for e in events if int(e["seq"]) > (cp.seq if cp else 0)]
+        return _Existing(run.id, run.status, None, state, start, last, usage, tail)
     return None
 
 
@@ -188,6 +191,12 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         parent.child_hook(child, step.name, it, slot)
     if existing is not None:
         child.restore_usage(existing.usage)
+        from podium.engine.history import parked_dialog
+
+        first = existing.start or child_wf.workflow.entry_point
+        dialog = parked_dialog(existing.tail, 0, first)
+        if dialog is not None:  # its agent goes on in the dialog it parked in
+            child.services.carried_dialogs[(first, int(dialog["iteration"]))] = dialog
         if parent.store is not None:
             # a gate it parked at and nobody answered is asked again (and re-opened) below
             parent.store.withdraw_gates(existing.run_id)

@@ -29,6 +29,12 @@ class Event(BaseModel):
     parent_run_id: str | None = None
 
 
+# The model calls of an agent execution besides its own (None): the validator's verdict, the
+# re-run after a failed verdict, the dialog evaluator, the conversation's replies and the
+# re-execution after a conversation. Recordings and responses files key them `<step>.<call>`.
+ModelCall = Literal["validator", "rerun", "dialog", "conversation", "after_dialog"]
+
+
 class RunStarted(Event):
     type: Literal["run_started"] = "run_started"
     workflow: str
@@ -126,6 +132,7 @@ class PromptRendered(Event):
     system_prompt: str | None = None
     reasoning_effort: str | None = None
     tools: list[str] | None = None
+    call: ModelCall | None = None  # None: the agent's own execution
 
 
 class ModelExchange(Event):
@@ -145,6 +152,7 @@ class ModelExchange(Event):
     elapsed: float = 0.0
     api_calls: int = 1  # model calls behind this answer (a tool loop makes several)
     cost_usd: float | None = None  # None when the model has no price
+    call: ModelCall | None = None  # None: the agent's own execution
 
 
 class ParseRecovery(Event):
@@ -264,6 +272,106 @@ class BudgetExceeded(Event):
     partial: bool = False
 
 
+class ValidatorStarted(Event):
+    """An agent's `validator:` judges its output (a second model call)."""
+
+    type: Literal["validator_started"] = "validator_started"
+    step: str
+    iteration: int
+    model: str | None = None
+    criteria_preview: str = ""  # the rubric's first 200 characters
+    round: int = 1  # 2: the re-run's output, judged again under on_error: fail
+
+
+class ValidatorFinished(Event):
+    """The verdict. `errored`: the call failed or its answer was unreadable (then `passed`
+    is true under on_error: pass, Conductor's fail-open, and `error` says why)."""
+
+    type: Literal["validator_finished"] = "validator_finished"
+    step: str
+    iteration: int
+    passed: bool
+    issues: list[str] = []
+    errored: bool = False
+    error: str | None = None
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    elapsed: float = 0.0
+    round: int = 1
+
+
+class ValidationFailed(Event):
+    """The verdict failed: `will_retry` when the agent runs once more with the issues;
+    `rerun_errored` when that re-run failed (the first output is kept)."""
+
+    type: Literal["validation_failed"] = "validation_failed"
+    step: str
+    iteration: int
+    issues: list[str]
+    will_retry: bool
+    rerun_errored: bool = False
+
+
+class DialogEvaluated(Event):
+    """The dialog evaluator's decision on an agent's output (`errored`: the call failed or
+    its answer was unreadable, which counts as no dialog)."""
+
+    type: Literal["dialog_evaluated"] = "dialog_evaluated"
+    step: str
+    iteration: int
+    trigger: bool
+    reason: str = ""
+    question: str = ""
+    errored: bool = False
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class DialogStarted(Event):
+    """The agent opens a conversation with the person about `output`. `spent` is what the
+    execution had cost so far (a run parked here resumes with it, without asking again)."""
+
+    type: Literal["dialog_started"] = "dialog_started"
+    step: str
+    iteration: int
+    question: str
+    reason: str = ""
+    output: Any = None
+    spent: dict[str, Any] = {}
+
+
+class DialogMessage(Event):
+    """One turn: the agent's (`role` agent) or the person's (`role` user; `choice` is
+    discuss, done or best, and `content` what they wrote)."""
+
+    type: Literal["dialog_message"] = "dialog_message"
+    step: str
+    iteration: int
+    role: Literal["agent", "user"]
+    content: str
+    choice: Literal["discuss", "done", "best"] | None = None
+    answered_by: str | None = None
+
+
+class DialogFinished(Event):
+    """How the dialog ended: `discussed` (the agent re-runs with the transcript),
+    `declined` (do your best: the output stays), `skipped` (--skip-gates) or `failed` (the
+    output stays; `error` says why)."""
+
+    type: Literal["dialog_finished"] = "dialog_finished"
+    step: str
+    iteration: int
+    outcome: Literal["discussed", "declined", "skipped", "failed"]
+    turns: int = 0
+    user_dismissed: bool = False
+    agent_proposed_continue: bool = False
+    error: str | None = None
+
+
 class Warning_(Event):
     """Something a person should know that does not stop the run."""
 
@@ -282,14 +390,16 @@ class Checkpointed(Event):
 AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed | RouteTaken
             | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ToolCalled | ScriptOutput
             | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
-            | Warning_ | Checkpointed)
+            | Warning_ | Checkpointed | ValidatorStarted | ValidatorFinished | ValidationFailed
+            | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
     for c in (RunStarted, RunFinished, StepStarted, StepFinished, StepFailed, RouteTaken,
               PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ToolCalled, ScriptOutput,
               McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
-              Checkpointed)
+              Checkpointed, ValidatorStarted, ValidatorFinished, ValidationFailed, DialogEvaluated,
+              DialogStarted, DialogMessage, DialogFinished)
 }
 
 

@@ -11,14 +11,15 @@ from podium.language.model import GateOption
 
 @dataclass(frozen=True)
 class GateRequest:
-    """A decision a person must take: a human gate, or granting more iterations."""
+    """A decision a person must take: a human gate, granting more iterations, or a turn in an
+    agent's dialog (its `prompt` is the agent's message)."""
 
     run_id: str
     step: str
     iteration: int
     prompt: str
     options: tuple[GateOption, ...]
-    kind: Literal["human_gate", "iteration_limit"] = "human_gate"
+    kind: Literal["human_gate", "iteration_limit", "dialog"] = "human_gate"
     current: int = 0
     maximum: int = 0
     recent_steps: tuple[str, ...] = ()
@@ -65,6 +66,8 @@ class SkipGatesAnswerer:
     def answer(self, request: GateRequest) -> GateAnswer | None:
         if request.kind == "iteration_limit":
             return GateAnswer("0", answered_by="skip-gates")
+        if request.kind == "dialog":  # the agent step skips the conversation before asking
+            return GateAnswer("best", answered_by="skip-gates")
         return GateAnswer(request.options[0].value, answered_by="skip-gates")
 
 

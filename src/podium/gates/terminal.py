@@ -27,6 +27,8 @@ class TerminalAnswerer:
     def answer(self, request: GateRequest) -> GateAnswer | None:
         if request.kind == "iteration_limit":
             return self._limit(request)
+        if request.kind == "dialog":
+            return self._dialog(request)
         w = self.stderr.write
         w("\n" + "─" * 60 + "\n")
         w(f"Decision needed at '{request.step}':\n\n")
@@ -63,6 +65,21 @@ class TerminalAnswerer:
                 break
             lines.append(line.rstrip("\n"))
         return "\n".join(lines)
+
+    def _dialog(self, request: GateRequest) -> GateAnswer | None:
+        """One turn of an agent's dialog: the agent's message, then a line of the person's
+        (the agent step reads it: text to discuss, 'done', or 'best' at the opening)."""
+        w = self.stderr.write
+        opening = any(o.value == "best" for o in request.options)
+        if opening:
+            w("\n" + "─" * 60 + "\n")
+            w(f"'{request.step}' would like to discuss its output:\n\n")
+        w(request.prompt.rstrip() + "\n\n")
+        if opening:
+            w("Answer to discuss it (the agent replies; 'done' ends the conversation), or "
+              "press Enter to let the agent do its best with what it has.\n")
+        raw = self._ask("you> ")
+        return None if raw is None else GateAnswer(raw.strip(), {}, "terminal")
 
     def _limit(self, request: GateRequest) -> GateAnswer | None:
         w = self.stderr.write

@@ -237,13 +237,28 @@ class ReasoningConfig(Lenient):
 
 
 class DialogConfig(Lenient):
+    """After the output, a model call decides (by `trigger_prompt`) whether the agent opens a
+    conversation with the person (spec 3.3)."""
+
     trigger_prompt: str
 
 
 class ValidatorConfig(Strict):
+    """A second model call that judges the agent's output against `criteria` (spec 3.3)."""
+
     criteria: str = Field(min_length=1)
-    model: str | None = None
+    model: str | None = None  # None: the agent's own model
     max_retries: Literal[0, 1] = 1
+    # podium extension: what an unreadable verdict, or a failure no re-run can fix, does:
+    # `pass` (Conductor's fail-open) keeps the output; `fail` (fail closed) fails the step
+    on_error: Literal["pass", "fail"] = "pass"
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank (the rubric the output is judged against)")
+        return v
 
 
 class SandboxConfig(Lenient):

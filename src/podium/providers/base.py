@@ -19,7 +19,7 @@ from podium.errors import RunError
 from podium.providers.catalog import Capabilities
 
 if TYPE_CHECKING:
-    from podium.events.model import Event
+    from podium.events.model import Event, ModelCall
     from podium.providers.settings import ProviderSettings
     from podium.tools.base import Toolbox
 
@@ -53,6 +53,19 @@ class AgentRequest:
     # the tool names the agent may use after the workflow's root `tools:` list is applied
     # (None: the provider's defaults); runtimes with their own tools filter by it
     effective_tools: tuple[str, ...] | None = None
+    # which call of the execution this is (events/model.py ModelCall): None for the agent's
+    # own; "validator", "rerun", "dialog", "conversation" or "after_dialog" otherwise
+    call: ModelCall | None = None
+
+    @property
+    def key(self) -> str:
+        """The name recordings and responses files answer this call by."""
+        return call_key(self.step, self.call)
+
+
+def call_key(step: str, call: str | None) -> str:
+    """`step` for an agent's own call, `step.call` for its validator's, dialog's, re-run's."""
+    return step if call is None else f"{step}.{call}"
 
 
 @dataclass(frozen=True)

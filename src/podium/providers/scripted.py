@@ -20,6 +20,25 @@ A step may instead get one answer for every execution (benchmarks, big for-each 
       worker:
         every: {output: {ok: true}, delay: 0.05}   # any execution, after 50 ms
 
+An agent's `validator:` and `dialog:` make model calls of their own, answered under
+`<step>.<call>` keys, entry i again for the step's i-th execution::
+
+    agents:
+      writer:              [{output: {draft: "v1"}}]
+      writer.dialog:       [{output: {trigger: true, reason: "unclear", question: "For whom?"}}]
+      writer.conversation: [{attempts: [{text: "Noted."}, {text: "Anything else?"}]}]
+      writer.after_dialog: [{output: {draft: "v2, for beginners"}}]
+      writer.validator:    [{output: {passed: false, issues: ["no example"]}}]
+      writer.rerun:        [{output: {draft: "v3, with an example"}}]
+    dialogs:
+      writer: ["For beginners, please", done]   # what the person says, turn by turn
+
+`<step>.dialog` answers the dialog evaluator, `<step>.conversation` the agent's replies in the
+conversation (one attempt per reply), `<step>.after_dialog` the re-execution with the
+transcript, `<step>.validator` the verdict and `<step>.rerun` the re-run with the validation
+feedback. Under `dialogs:`, each string is one turn of the person: `best` (let the agent do
+its best: keep the output), `done` (end the conversation), or what they write to the agent.
+
 Every request is recorded; a call the file does not answer fails loudly.
 """
 
@@ -136,6 +155,8 @@ class ResponsesFile(BaseModel):
     agents: dict[str, Answers] = Field(default_factory=dict)
     gates: dict[str, list[str | _GateEntry]] = Field(default_factory=dict)
     iteration_limit: list[int] = Field(default_factory=list)
+    # the person's turns in an agent's dialog, by agent: best, done, or a message
+    dialogs: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("gates", mode="before")
     @classmethod
@@ -153,6 +174,8 @@ class ResponsesFile(BaseModel):
         if self.iteration_limit:
             out["$iteration_limit"] = [GateAnswer(str(n), {}, "responses")
                                        for n in self.iteration_limit]
+        for step, turns in self.dialogs.items():  # an agent's name is no gate's
+            out.setdefault(step, []).extend(GateAnswer(t, {}, "responses") for t in turns)
         return out
 
 
@@ -198,16 +221,19 @@ class ScriptedProvider:
         self._lock = threading.Lock()
 
     def open_session(self, request: AgentRequest) -> _ScriptedSession:
-        entries = self.responses.agents.get(request.step)
+        key = request.key
+        entries = self.responses.agents.get(key)
         if entries is None:
-            raise ProviderError(f"the responses file has no answers for step '{request.step}' "
+            what = f"step '{key}'" if request.call is None else \
+                f"'{key}' (the {request.call} call of step '{request.step}')"
+            raise ProviderError(f"the responses file has no answers for {what} "
                                 "(an unexpected model call)", step=request.step,
                                 iteration=request.iteration)
         if isinstance(entries, EveryEntry):
             return _ScriptedSession(self, request, entries.every.answers())
         if request.iteration > len(entries):
             raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
-                                f"'{request.step}' but this is execution {request.iteration} "
+                                f"'{key}' but this is execution {request.iteration} "
                                 "(an unexpected model call)", step=request.step,
                                 iteration=request.iteration)
         return _ScriptedSession(self, request, entries[request.iteration - 1].answers())
@@ -228,14 +254,15 @@ class _ScriptedSession:
         req = self.request
         with self.provider._lock:
             self.provider.requests.append({
-                "step": req.step, "iteration": req.iteration, "attempt": self.sent + 1,
+                "step": req.key, "call": req.call, "iteration": req.iteration,
+                "attempt": self.sent + 1,
                 "model": req.model, "provider": req.provider, "message": message,
                 "system_prompt": req.system_prompt, "tools": req.tools,
                 "output_schema": req.output_schema, "reasoning_effort": req.reasoning_effort,
                 "working_dir": req.working_dir})
         if self.sent >= len(self.answers):
             raise ProviderError(f"the responses file has {len(self.answers)} attempt(s) for "
-                                f"'{req.step}' execution {req.iteration}, and attempt "
+                                f"'{req.key}' execution {req.iteration}, and attempt "
                                 f"{self.sent + 1} was requested", step=req.step,
                                 iteration=req.iteration)
         answer = self.answers[self.sent]

@@ -85,7 +85,7 @@ class ReplayProvider:
     def open_session(self, request: AgentRequest) -> Session:
         if self.control.live:
             return self.live.get(request.provider).open_session(request)
-        key = (request.step, request.iteration)
+        key = (request.key, request.iteration)
         if not self.recording.recorded:
             raise _diverge(self.control, Divergence(
                 f"run {self.recording.run_id} was made with recording off: there is no model "
@@ -94,7 +94,7 @@ class ReplayProvider:
         exchanges = self.recording.exchanges.get(key)
         if not exchanges:
             raise _diverge(self.control, Divergence(
-                f"the recording has no model answer for '{request.step}' execution "
+                f"the recording has no model answer for '{request.key}' execution "
                 f"{request.iteration}: the run took a path the recorded run did not",
                 kind="missing", step=request.step, iteration=request.iteration))
         recorded = self.recording.prompts.get(key, {})
@@ -104,7 +104,7 @@ class ReplayProvider:
                                  hide(request.system_prompt or ""))):
             if (then or "") != (now or ""):
                 raise _diverge(self.control, Divergence(
-                    f"a different {what} was rendered for '{request.step}' (execution "
+                    f"a different {what} was rendered for '{request.key}' (execution "
                     f"{request.iteration}):\n{_short_diff(then or '', now or '')}",
                     kind="prompt", step=request.step, iteration=request.iteration,
                     details={"recorded": then, "now": now}))
@@ -199,6 +199,7 @@ class ReplayAnswerer:
         self.control = control
         self.live = live
         self.gates = {k: list(v) for k, v in recording.gates.items()}
+        self.dialogs = {k: list(v) for k, v in recording.dialogs.items()}
         self.grants = list(recording.grants)
 
     def answer(self, request: GateRequest) -> GateAnswer | None:
@@ -210,6 +211,18 @@ class ReplayAnswerer:
                     f"the run reached max_iterations before '{request.step}', which the "
                     "recorded run did not", kind="limit", step=request.step, iteration=None))
             return GateAnswer(str(self.grants.pop(0)), answered_by="recording")
+        if request.kind == "dialog":
+            turns = self.dialogs.get((request.step, request.iteration))
+            if not turns and not any(o.value == "best" for o in request.options):
+                return None  # the recorded conversation ended here: nobody answered
+            if not turns:
+                raise _diverge(self.control, Divergence(
+                    f"agent '{request.step}' (execution {request.iteration}) asks the person "
+                    "in its dialog more often than the recorded run did", kind="missing",
+                    step=request.step, iteration=request.iteration))
+            turn = turns.pop(0)
+            return GateAnswer(str(turn.get("choice") or "discuss"),
+                              {"message": str(turn.get("content", ""))}, "recording")
         queue = self.gates.get(request.step)
         if not queue:
             raise _diverge(self.control, Divergence(

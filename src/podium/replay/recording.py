@@ -1,7 +1,8 @@
 """A run's recording: what the outside world gave it, read back from its events.
 
 Model exchanges, script results, gate answers, limit grants, waits and MCP calls are keyed by
-(step, execution); the trajectory is the list of steps the run took with their outputs and
+(step, execution), an agent's validator, dialog and re-run calls by (`step.call`, execution)
+(providers/base.py call_key), a dialog's answers by (step, execution); the trajectory is the list of steps the run took with their outputs and
 routes, and the final status and output. Sub-workflow runs have recordings of their own.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from podium.providers.base import call_key
 
 if TYPE_CHECKING:
     from podium.store.base import RunStore
@@ -42,6 +45,7 @@ class Recording:
     mcp: dict[Key, dict[str, Any]] = field(default_factory=dict)
     waits: dict[Key, Any] = field(default_factory=dict)
     gates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    dialogs: dict[Key, list[dict[str, Any]]] = field(default_factory=dict)  # the person's turns
     grants: list[int] = field(default_factory=list)
     trajectory: list[TrajectoryStep] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)
@@ -65,9 +69,11 @@ def recording_from_events(events: list[dict[str, Any]],
     for e in events:
         t = e["type"]
         if t == "model_exchange":
-            exchanges[(e["step"], int(e["iteration"]))].append(e)
+            exchanges[(call_key(e["step"], e.get("call")), int(e["iteration"]))].append(e)
         elif t == "prompt_rendered":
-            rec.prompts[(e["step"], int(e["iteration"]))] = e
+            rec.prompts[(call_key(e["step"], e.get("call")), int(e["iteration"]))] = e
+        elif t == "dialog_message" and e.get("role") == "user":
+            rec.dialogs.setdefault((e["step"], int(e["iteration"])), []).append(e)
         elif t == "script_output":
             rec.scripts[(e["step"], int(e["iteration"]))] = e
         elif t == "mcp_called":

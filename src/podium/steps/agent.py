@@ -178,8 +178,9 @@ def _model_and_effort(call: StepCall, step: AgentStep, ctx: dict[str, Any],
     return model, effort
 
 
-def _plan(call: StepCall, step: AgentStep) -> _Plan:
-    """Render everything the execution needs, emit `prompt_rendered`, build the request."""
+def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
+    """Render everything the execution needs, emit `prompt_rendered` (unless `announce` is
+    false: a resumed execution whose prompt is already in the log), build the request."""
     run, name, it = call.run, step.name, call.iteration
     wf = run.workflow.workflow
     ctx = run.step_context(step)
@@ -213,9 +214,11 @@ def _plan(call: StepCall, step: AgentStep) -> _Plan:
         wf.runtime.temperature, toolbox, run.bus.emit, retrier,
         step.max_agent_iterations or wf.runtime.max_agent_iterations or DEFAULT_AGENT_ITERATIONS,
         _effective_tools(step, run.workflow.tools))
-    run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name, model=model,
-                                prompt=prompt, system_prompt=system, reasoning_effort=effort,
-                                tools=list(tools) if tools is not None else None))
+    if announce:
+        run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name,
+                                    model=model, prompt=prompt, system_prompt=system,
+                                    reasoning_effort=effort,
+                                    tools=list(tools) if tools is not None else None))
     message = prompt + (_instruction(schema) if schema and
                         provider.capabilities.structured_output == "prompt" else "")
     return _Plan(provider, request, retrier, message)
@@ -224,7 +227,15 @@ def _plan(call: StepCall, step: AgentStep) -> _Plan:
 def execute_agent(call: StepCall) -> StepOutcome:
     step = call.step
     assert isinstance(step, AgentStep)
-    plan = _plan(call, step)
+    if step.dialog is not None or step.validator is not None:
+        from podium.steps.agent_checks import execute_checked  # dialog, then validator
+
+        return execute_checked(call, step)
+    return _execute(call, step, _plan(call, step))
+
+
+def _execute(call: StepCall, step: AgentStep, plan: _Plan) -> StepOutcome:
+    """One conversation with the model: the prompt, then corrections."""
     session = plan.provider.open_session(plan.request)
     try:
         return _converse(call, step, plan, session)
@@ -264,7 +275,7 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
             response_text=reply.text, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
             elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None))
+            cost_usd=this.cost_usd if this.priced else None, call=req.call))
         if req.output_schema is None:
             return StepOutcome({"result": reply.text}, usage=usage)
         value, reason, error = _parse(reply, step)

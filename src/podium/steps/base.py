@@ -93,6 +93,9 @@ class RunServices:
     deadline: float | None = None  # monotonic time when the run's timeout expires
     cancel: threading.Event = field(default_factory=threading.Event)
     local: threading.local = field(default_factory=threading.local)
+    # the dialog a parked run waited in, by (step, iteration), from its dialog_started event:
+    # the resumed execution goes on from there instead of asking the model again
+    carried_dialogs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def mode(self) -> str:

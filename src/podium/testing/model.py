@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podium import jsontext
+from podium.events.model import ModelCall
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 from podium.language.model import END, HumanGateStep, WorkflowFile
 from podium.language.source import (
@@ -86,6 +87,7 @@ class WorkflowTest(_Strict):
     agents: dict[str, Any] = Field(default_factory=dict)
     gates: dict[str, Any] = Field(default_factory=dict)
     iteration_limit: list[Any] = Field(default_factory=list)
+    dialogs: dict[str, Any] = Field(default_factory=dict)  # the person's turns, by agent
     scripts: dict[str, list[ScriptStub]] = Field(default_factory=dict)
     max_iterations: int | None = Field(default=None, ge=1)
     # a recorded run (a JSONL event log from `podium events RUN_ID`) replayed as the test
@@ -353,7 +355,8 @@ class _FileReader:
             self.problems.extend(_schema_problems(exc, raw, self.smap, ("tests", i)))
         try:
             responses = ResponsesFile.model_validate(
-                {k: raw[k] for k in ("agents", "gates", "iteration_limit") if k in raw})
+                {k: raw[k] for k in ("agents", "gates", "iteration_limit", "dialogs")
+                 if k in raw})
         except ValidationError as exc:
             self.problems.extend(_schema_problems(exc, raw, self.smap, ("tests", i)))
         return case, responses
@@ -400,6 +403,9 @@ class _FileReader:
         for key, step_type, what in kinds:
             for name in getattr(case, key):
                 step = steps.get(name)
+                base, _, call = name.rpartition(".")
+                if step is None and key == "agents" and call in get_args(ModelCall):
+                    step = steps.get(base)  # `writer.validator`: a call of agent writer
                 if step is None:
                     same = [s.name for s in wf.agents if s.type == step_type]
                     self.problem(("tests", i, key, name), f"the workflow has no step "

@@ -8,6 +8,8 @@ from typing import Any, TextIO
 
 from podium.events.model import (
     BudgetExceeded,
+    DialogFinished,
+    DialogMessage,
     Event,
     GateAnswered,
     LimitReached,
@@ -23,6 +25,7 @@ from podium.events.model import (
     StepFinished,
     StepStarted,
     ToolCalled,
+    ValidatorFinished,
     Warning_,
 )
 
@@ -148,6 +151,15 @@ class ConsoleSink:
             self._line(("    $ ", "yellow"), (f"budget exceeded: ${event.spent_usd:.4f} of "
                                              f"${event.budget_usd:.2f} ({event.budget_mode})",
                                              "yellow"))
+        elif isinstance(event, ValidatorFinished) and v >= 1 and not event.errored:
+            verdict = "passed" if event.passed else f"failed: {_short('; '.join(event.issues))}"
+            self._line(("    ✓ " if event.passed else "    ✗ ",
+                        "green" if event.passed else "yellow"), (f"validator {verdict}", "dim"))
+        elif isinstance(event, DialogMessage) and v >= 2:
+            self._line((f"    {event.role}: ", "magenta"), (_short(event.content, 400), None))
+        elif isinstance(event, DialogFinished) and v >= 1:
+            self._line(("    dialog ", "magenta"), (event.outcome, "bold"),
+                       (f" ({event.turns} turn(s))" if event.turns else "", "dim"))
         elif isinstance(event, Warning_):
             self._line(("    warning: ", "yellow"), (event.message, None))
         elif isinstance(event, RunFinished):

@@ -89,12 +89,15 @@ export function fold(events, upto = events.length) {
         break;
       }
       case 'prompt_rendered':
+        // a validator's or a dialog's own call keeps the step's prompt on show (its answer is listed)
+        if (e.call && e.call !== 'rerun' && e.call !== 'after_dialog') break;
         Object.assign(lookup(e.step, e.iteration), {prompt: e.prompt, system: e.system_prompt,
           provider: e.provider, model: e.model, effort: e.reasoning_effort, tools: e.tools});
         break;
       case 'model_exchange':
         lookup(e.step, e.iteration).exchanges.push({attempt: e.attempt, text: e.response_text,
-          tokensIn: e.input_tokens, tokensOut: e.output_tokens, elapsed: e.elapsed, model: e.model});
+          tokensIn: e.input_tokens, tokensOut: e.output_tokens, elapsed: e.elapsed, model: e.model,
+          call: e.call});
         break;
       case 'parse_recovery':
         lookup(e.step, e.iteration).notes.push(
@@ -185,7 +188,8 @@ function execView(x, open, ctx) {
     body.push(section('Prompt', meta ? h('p', {class: 'muted'}, meta) : null, textBlock(x.prompt, 'prompt')));
   }
   x.exchanges.forEach((ex) => {
-    const title = x.exchanges.length > 1 ? `Model answer (attempt ${ex.attempt})` : 'Model answer';
+    const title = ex.call ? `Model answer (${ex.call}${ex.attempt > 1 ? `, attempt ${ex.attempt}` : ''})`
+      : x.exchanges.length > 1 ? `Model answer (attempt ${ex.attempt})` : 'Model answer';
     const meta = `${fmtTokens(ex.tokensIn || 0)} in / ${fmtTokens(ex.tokensOut || 0)} out · ${fmtDuration(ex.elapsed)}`;
     body.push(section(title, h('p', {class: 'muted'}, meta), textBlock(ex.text, 'answer')));
   });
