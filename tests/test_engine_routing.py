@@ -285,14 +285,15 @@ def test_output_values_are_coerced_like_conductor(tmp_path: Path) -> None:
                           "lst": [1, 2], "leading_zeros": 7, "sci": "1e3", "text": "plain"}
 
 
-def test_none_condition_is_true_and_route_output_is_coerced(tmp_path: Path) -> None:
-    # case 69: "{{ none }}" renders "None", which Conductor reads as true
+def test_none_condition_is_false_and_route_output_is_coerced(tmp_path: Path) -> None:
+    # case 69: "{{ none }}" renders "None", which Conductor reads as true and podium as false
+    # (docs/compatibility.md); the route output is coerced as Conductor does
     run = route_run(tmp_path, "{x: 1}", """
-      - to: $end
+      - to: a
         when: "{{ none }}"
+      - to: $end
         output:
           extra: "007"
-      - to: a
 """)
     assert run.routes() == [("s", "$end")]
     assert run.output == {"last": "s", "extra": 7}

@@ -67,10 +67,10 @@ class _Env(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+"})
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, dict):
-            if attribute in obj:
-                return obj[attribute]
-            return self.undefined(obj=obj, name=attribute)
+        if isinstance(obj, dict) and attribute in obj:
+            return obj[attribute]  # a key before a method of that name (`x.items` is 'items')
+        # no such key: the sandbox's lookup finds safe methods (`x.items()`, `x.get('k', d)`)
+        # and refuses the ones that mutate (`x.update(...)`)
         return super().getattr(obj, attribute)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:

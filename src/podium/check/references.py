@@ -165,6 +165,15 @@ class _Collector:
                     return
             self._generic(node, local, guards)
             return
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
+            # a method call (`x.items()`, `d.get('k', 0)`) reads `x`, not a field 'items'
+            parts: list[nodes.Node | None] = [node.node.node, *node.args,
+                                              *[k.value for k in node.kwargs],
+                                              node.dyn_args, node.dyn_kwargs]
+            for part in parts:
+                if part is not None:
+                    self.visit(part, local, guards)
+            return
         if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
             got = _chain(node)
             if got is not None:

@@ -10,12 +10,13 @@ from typing import Any
 from podium.check.base import (
     CONTEXT_ATTRS,
     LOCAL_RENDER,
-    SCRIPT_BUILTINS,
     STEP_ATTRS,
     WORKFLOW_ATTRS,
     CheckerBase,
     TemplateSite,
 )
+from podium.check.conditions import analyse_condition, check_condition
+from podium.check.conditions import flat_names as condition_names
 from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
 from podium.language.diagnostics import KeyPath, Severity, did_you_mean
 from podium.language.model import (
@@ -171,9 +172,8 @@ class TemplateChecks(CheckerBase):
         found = self._analysed.get(key)
         if found is None:
             try:
-                tree = (self.engine.parse_expression(site.source) if site.expression
-                        else self.engine.parse(site.source))
-                found = collect_refs(tree)
+                found = (analyse_condition(site.source) if site.expression
+                         else collect_refs(self.engine.parse(site.source)))
             except RenderFailure as exc:
                 found = exc
             self._analysed[key] = found
@@ -195,54 +195,19 @@ class TemplateChecks(CheckerBase):
         self._check_refs(site, refs)
 
     def _check_expression(self, site: TemplateSite) -> None:
+        """A condition without `{{ }}`: Conductor's expression language (check/conditions.py)."""
         try:
             refs, used = self.analyse(site)
         except RenderFailure as exc:
-            self._site_error(site, None, f"condition syntax error: {exc}", code="syntax")
+            what = "syntax error" if exc.kind == "syntax" else "error"
+            self._site_error(site, None, f"condition {what}: {exc}", code="syntax")
             return
-        for u in used:
-            table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
-            if u.name not in table:
-                self._site_error(site, None, f"unknown {u.kind} '{u.name}'",
-                                 did_you_mean(u.name, table), code="unknown-filter")
-        names, closed = self.flat_names(site.owner)
-        for ref in refs:
-            root = ref.root
-            if root in JINJA_GLOBALS or root in site.extra_names or root in names or ref.guarded:
-                continue
-            hint = did_you_mean(root, sorted(names))
-            if closed:
-                self._site_error(site, None, f"unknown name '{root}' in condition", hint,
-                                 code="unknown-name")
-            elif hint:  # the output's keys are not known statically: flag only likely typos
-                self._site_error(site, None, f"unknown name '{root}' in condition, unless "
-                                 f"'{site.owner}' outputs it", hint, code="unknown-name",
-                                 severity="warning")
+        check_condition(self, site, refs, used)
 
     def flat_names(self, owner: str | None) -> tuple[set[str], bool]:
         """Names a bare condition can use (spec 4.2's one-level flattening), and whether that
         set is closed (False when the owner's output keys are not known statically)."""
-        names = {f"workflow_{a}" for a in WORKFLOW_ATTRS} | {"workflow", "context", "output"}
-        names |= {f"context_{a}" for a in CONTEXT_ATTRS}
-        for s in self.all_names:
-            names |= {s, f"{s}_output"}
-        for g in self.parallel:
-            names |= {f"{g}_{k}" for k in ("type", "outputs", "errors")}
-        for g in self.for_each:
-            names |= {f"{g}_{k}" for k in ("type", "outputs", "errors", "count")}
-        if owner is None:
-            return names, True
-        fields = self.output_fields(owner)
-        if owner in self.parallel:
-            fields = {"type", "outputs", "errors"}
-        elif owner in self.for_each:
-            fields = {"type", "outputs", "errors", "count"}
-        closed = fields is not None
-        if fields is None:
-            fields = set(SCRIPT_BUILTINS) if isinstance(self.steps.get(owner), ScriptStep) \
-                else set()
-        names |= fields | {f"output_{f}" for f in fields}
-        return names, closed
+        return condition_names(self, owner)
 
     def _check_refs(self, site: TemplateSite, refs: list[Ref]) -> None:
         # the roots this site may read beside the step and group names (a set of all of them

@@ -2,8 +2,10 @@
 
 Routes are tried in declaration order; the first without `when`, or whose `when` holds,
 wins; later routes are never evaluated. A condition is Jinja when it contains both `{{` and
-`}}` (its rendered text is read as a boolean, as Conductor does), otherwise a bare expression
-over the flattened names of spec 4.2 (`exit_code == 0`, `output_score > 7`).
+`}}` (its rendered text is read as a boolean, as Conductor does, except that `None`, `[]`,
+`{}` and `0.0` read as false), otherwise an expression of Conductor's bare condition language
+over the flattened names of spec 4.2 (`exit_code == 0`, `verdict is None`,
+`int(workflow_input['count']) > 2`; podium/conditions.py).
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from podium import conditions
 from podium.errors import RouteError
 from podium.language.model import Route
-from podium.steps.state import flatten_scope
-from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition, truthy_text
+from podium.templating import RenderFailure, TemplateEngine
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,14 @@ class Decision:
 
 def evaluate_condition(engine: TemplateEngine, when: str, scope: dict[str, Any]) -> tuple[bool, Any]:
     """(holds, raw value) of one condition; raises RenderFailure when it cannot be evaluated."""
-    if is_jinja_condition(when):
+    if not conditions.is_bare(when):
         text = engine.render(when, scope)
-        return truthy_text(text), text.strip()
-    value = engine.evaluate(when, flatten_scope(scope))
-    return bool(value), value
+        return conditions.text_holds(text), text.strip()
+    value = conditions.evaluate(when, scope)
+    try:
+        return bool(value), value
+    except Exception as exc:  # a value whose truth cannot be told (none from JSON data)
+        raise RenderFailure("error", f"{type(exc).__name__}: {exc}") from None
 
 
 def choose_route(engine: TemplateEngine, step: str, routes: list[Route],

@@ -45,7 +45,7 @@ def coerce(text: str, output_type: str, label: str) -> Any:
         raise ValueError(f"{label}: cannot coerce {text!r} to boolean")
     if output_type in ("list", "dict"):
         try:
-            value = _yaml_load(stripped)
+            value = _yaml_load(text)  # the whole text: an indented block list stays a list
         except ValueError as exc:
             raise ValueError(f"{label}: cannot coerce {text!r} to {output_type} "
                              f"(not YAML: {exc})") from None
@@ -57,7 +57,7 @@ def coerce(text: str, output_type: str, label: str) -> Any:
     if not stripped:
         return ""
     try:
-        value = _yaml_load(stripped)
+        value = _yaml_load(text)  # as Conductor: YAML reads the text's own indentation
     except ValueError:
         return text
     if value is None and stripped not in _NULLS:

@@ -195,20 +195,3 @@ def _copy_path(target: dict[str, Any], source: Any, path: list[str], ref: _Ref) 
             cur_dst = nxt
             cur_src = cur_src[part]
 
-
-def flatten_scope(scope: dict[str, Any]) -> dict[str, Any]:
-    """Names for bare route expressions (spec 4.2): `<key>_<subkey>` for dict values, and the
-    keys of `output` bare."""
-    names: dict[str, Any] = {}
-    for key, value in scope.items():
-        names[key] = value
-        if isinstance(value, dict):
-            for sub, v in value.items():
-                if isinstance(sub, str):
-                    names.setdefault(f"{key}_{sub}", v)
-    output = scope.get("output")
-    if isinstance(output, dict):
-        for sub, v in output.items():
-            if isinstance(sub, str):
-                names[sub] = v
-    return names
