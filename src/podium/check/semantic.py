@@ -49,8 +49,10 @@ class Checker(PathChecks):
         self.check_output_paths()
         self.check_subworkflows()
         from podium.check.providers import check_providers
+        from podium.check.shell import check_shell_quoting
 
         check_providers(self)
+        check_shell_quoting(self)
 
     # ------------------------------------------------------------------ names and targets
 

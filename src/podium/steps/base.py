@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from podium.errors import TemplateError
+from podium.errors import LimitExceeded, TemplateError
 from podium.language.model import StepBase, WorkflowFile
 from podium.steps.state import ContextBuilder, RunState
-from podium.templating import RenderFailure, TemplateEngine
+from podium.templating import Deadline, RenderFailure, TemplateEngine
 
 # Steps whose templates always see every workflow input, even in explicit mode (spec 5.2).
 LOCAL_RENDER_TYPES = frozenset({"script", "set", "wait", "workflow", "mcp"})
@@ -122,9 +123,34 @@ class RunServices:
     def render(self, text: str, context: dict[str, Any], *, step: str, what: str,
                iteration: int | None = None) -> str:
         try:
-            return self.templates.render(text, context)
+            return self.templates.render(text, context, self.render_deadline(step))
         except RenderFailure as exc:
+            if exc.limit == "run-timeout":
+                raise LimitExceeded(f"the run's timeout expired while rendering {what}",
+                                    limit="timeout", step=step, iteration=iteration) from None
             raise TemplateError(f"{what}: {exc}", step=step, iteration=iteration) from None
+
+    @cached_property
+    def step_timeouts(self) -> dict[str, float]:
+        """Each step's own timeout (`timeout_seconds` of an agent, `timeout` of a script or
+        an MCP call), by name."""
+        found: dict[str, float] = {}
+        for s in [*self.workflow.agents, *(g.agent for g in self.workflow.for_each)]:
+            limit = getattr(s, "timeout_seconds", None) or getattr(s, "timeout", None)
+            if isinstance(limit, (int, float)) and not isinstance(limit, bool):
+                found.setdefault(s.name, float(limit))
+        return found
+
+    def render_deadline(self, step: str) -> Deadline | None:
+        """What bounds the rendering of a step's templates beside podium's own time limit:
+        the run's remaining time or the step's own timeout, whichever comes first."""
+        own = self.step_timeouts.get(step)
+        left = self.remaining()
+        if left is not None and (own is None or left <= own):
+            return Deadline(max(left, 0.0), "the run's timeout", "run-timeout")
+        if own is not None:
+            return Deadline(own, f"the step's timeout of {own:g}s")
+        return None
 
     def remaining(self) -> float | None:
         if self.deadline is None:

@@ -1,123 +1,54 @@
 """The one sandboxed Jinja2 environment: rendering templates, conditions and bare expressions.
 
 Every template in a workflow (prompts, args, conditions, values, reasons, outputs) goes through
-`TemplateEngine`, which compiles each source text once and caches it. The environment is
-Jinja2's ImmutableSandboxedEnvironment (no access to Python internals, no mutation of the
-run's state), with StrictUndefined, Conductor's `json` filter and its None-aware `default`
-filter, and a cap on rendered size.
+`TemplateEngine`, which compiles each source text once and caches it. The environment
+(sandbox.py) is Jinja2's ImmutableSandboxedEnvironment (no access to Python internals, no
+mutation of the run's state), with StrictUndefined, Conductor's `json` filter and its
+None-aware `default` filter, podium's `quote` filter, and bounds (budget.py): each render
+may output, build and do only so much, and must finish by a deadline (its caller's, or a few
+seconds), else it fails with a RenderFailure that names the limit.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
-from collections.abc import Mapping, Sized
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
-from jinja2.runtime import Context, Undefined
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
+from jinja2.runtime import Undefined
+from jinja2.sandbox import SandboxedEnvironment
 
 from podium import jsontext
+from podium.templating.budget import (
+    MAX_INT_BITS,
+    MAX_RENDER_BUILT,
+    MAX_RENDER_CHARS,
+    MAX_RENDER_SECONDS,
+    MAX_RENDER_STEPS,
+    MAX_VALUE_SIZE,
+    Budget,
+    Deadline,
+    RenderFailure,
+    install,
+)
+from podium.templating.sandbox import BoundedEnvironment, finalize
 
-MAX_RENDER_CHARS = 2_000_000
+__all__ = ["MAX_INT_BITS", "MAX_RENDER_BUILT", "MAX_RENDER_CHARS", "MAX_RENDER_SECONDS",
+           "MAX_RENDER_STEPS", "MAX_VALUE_SIZE", "TOO_DEEP", "Compiled", "Deadline",
+           "RenderFailure", "TemplateEngine", "coerce_output_value", "is_jinja_condition",
+           "is_template", "make_environment", "truthy_text"]
+
 TOO_DEEP = "nesting too deep to read"
-MAX_INT_BITS = 100_000  # integer results beyond this are refused: they only burn CPU
-
-
-class RenderFailure(Exception):
-    """A template failed; `kind` is 'undefined', 'syntax', 'security', 'size' or 'error'."""
-
-    def __init__(self, kind: str, message: str, name: str | None = None,
-                 lineno: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.name = name
-        self.lineno = lineno
-
-
-def _default(value: Any, fallback: Any = "", boolean: bool = False) -> Any:
-    if isinstance(value, Undefined) or value is None:
-        return fallback
-    if boolean and not value:
-        return fallback
-    return value
-
-
-def _json_filter(value: Any, indent: int = 2) -> str:
-    return json.dumps(value, indent=indent, default=str, ensure_ascii=False)
-
-
-def _finalize(value: Any) -> Any:
-    return value
-
-
-class _Env(ImmutableSandboxedEnvironment):
-    """Sandboxed, strict, and reading dict keys before attributes (`x.items` is key 'items').
-
-    `*`, `**` and `+` are checked before they run, so that `'x' * 10**9` or `2 ** (10**9)`
-    fail at once instead of exhausting memory or spinning in C code that no timeout can
-    interrupt (and Jinja does not fold them at compile time).
-    """
-
-    intercepted_binops = frozenset({"*", "**", "+"})
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, dict) and attribute in obj:
-            return obj[attribute]  # a key before a method of that name (`x.items` is 'items')
-        # no such key: the sandbox's lookup finds safe methods (`x.items()`, `x.get('k', d)`)
-        # and refuses the ones that mutate (`x.update(...)`)
-        return super().getattr(obj, attribute)
-
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        if _int_bits(operator, left, right) > MAX_INT_BITS:
-            raise SecurityError(f"'{operator}' would build a number of more than "
-                                f"{MAX_INT_BITS:,} bits")
-        if _result_size(operator, left, right) > MAX_RENDER_CHARS:
-            raise SecurityError(f"'{operator}' would build a value larger than "
-                                f"{MAX_RENDER_CHARS:,} items")
-        return super().call_binop(context, operator, left, right)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int_bits(operator: str, left: Any, right: Any) -> int:
-    """An upper bound of the bit length of an integer product or power, 0 otherwise."""
-    if not (_is_int(left) and _is_int(right)):
-        return 0
-    if operator == "**":
-        return math.ceil(right * math.log2(abs(left))) if right > 0 and abs(left) > 1 else 0
-    if operator == "*":
-        return int(left.bit_length() + right.bit_length())
-    return 0
-
-
-def _result_size(operator: str, left: Any, right: Any) -> int:
-    """The length of a repeated or concatenated string/list, 0 for anything else."""
-    if operator == "*":
-        for seq, n in ((left, right), (right, left)):
-            if isinstance(seq, (str, list, tuple)) and isinstance(n, int) \
-                    and not isinstance(n, bool):
-                return len(seq) * max(n, 0)
-    if operator == "+" and isinstance(left, Sized) and isinstance(right, Sized) \
-            and not isinstance(left, Mapping):
-        return len(left) + len(right)
-    return 0
 
 
 def make_environment() -> SandboxedEnvironment:
-    env = _Env(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
-               finalize=_finalize)
-    env.filters["json"] = _json_filter
-    env.filters["default"] = _default
-    env.filters["d"] = _default
-    return env
+    return BoundedEnvironment(undefined=StrictUndefined, autoescape=False,
+                              keep_trailing_newline=True, finalize=finalize)
 
 
 @dataclass(frozen=True)
@@ -192,20 +123,26 @@ class TemplateEngine:
             self._cache[key] = hit
         return hit
 
-    def render(self, source: str, context: Mapping[str, Any]) -> str:
-        """Render a template string; plain strings without markup are returned as they are."""
+    def render(self, source: str, context: Mapping[str, Any],
+               deadline: Deadline | None = None) -> str:
+        """Render a template string; plain strings without markup are returned as they are.
+
+        The render stops with a RenderFailure past its output, value, memory or step limit,
+        or at `deadline` (or MAX_RENDER_SECONDS when that comes first or none is given)."""
         if "{" not in source:
             return source
         compiled = self.compile(source)
-        too_large = RenderFailure("size", f"template output is larger than "
-                                          f"{MAX_RENDER_CHARS:,} characters")
         parts: list[str] = []
         size = 0
+        previous = install(Budget(deadline))
         try:
             for part in compiled.template.generate(context):  # stop a runaway loop early
                 size += len(part)
                 if size > MAX_RENDER_CHARS:
-                    raise too_large
+                    raise RenderFailure("size", f"template output is larger than "
+                                                f"{MAX_RENDER_CHARS:,} characters (the limit "
+                                                "of one render's output)",
+                                        limit="output")
                 parts.append(part)
         except UndefinedError as exc:
             raise RenderFailure("undefined", _undefined_message(exc)) from None
@@ -216,17 +153,24 @@ class TemplateEngine:
         except (TypeError, ValueError, ArithmeticError, LookupError, RecursionError) as exc:
             raise RenderFailure("error", f"template failed: {type(exc).__name__}: {exc}") from None
         except MemoryError:
-            raise too_large from None
+            raise RenderFailure("size", "template output is too large to hold in memory",
+                                limit="memory") from None
+        finally:
+            install(previous)
         return "".join(parts)
 
-    def evaluate(self, source: str, context: Mapping[str, Any]) -> Any:
+    def evaluate(self, source: str, context: Mapping[str, Any],
+                 deadline: Deadline | None = None) -> Any:
         """Evaluate a bare expression (e.g. `exit_code == 0`) to a Python value."""
         compiled = self.compile_expression(source)
+        previous = install(Budget(deadline))
         try:
             value = compiled.template(**context)
+            if isinstance(value, Undefined):
+                str(value)
         except UndefinedError as exc:
             raise RenderFailure("undefined", _undefined_message(exc)) from None
-        except SecurityError as exc:
+        except SecurityError as exc:  # e.g. an unsafe attribute, `x.__class__`
             raise RenderFailure("security", f"not allowed in an expression: {exc}") from None
         except JinjaTemplateError as exc:
             raise RenderFailure("error", f"expression failed: {exc}") from None
@@ -234,15 +178,10 @@ class TemplateEngine:
             raise RenderFailure("error", f"expression failed: {type(exc).__name__}: {exc}") \
                 from None
         except MemoryError:
-            raise RenderFailure("size", "expression result is too large") from None
-        if isinstance(value, Undefined):
-            try:
-                str(value)
-            except UndefinedError as exc:
-                raise RenderFailure("undefined", _undefined_message(exc)) from None
-            except SecurityError as exc:  # an unsafe attribute, e.g. `x.__class__`
-                raise RenderFailure("security", f"not allowed in an expression: {exc}") \
-                    from None
+            raise RenderFailure("size", "expression result is too large to hold in memory",
+                                limit="memory") from None
+        finally:
+            install(previous)
         return value
 
     def parse(self, source: str) -> nodes.Template:
