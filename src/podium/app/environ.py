@@ -52,12 +52,12 @@ def hide_from_proc(names: Iterable[str]) -> int:
     hidden = 0
     offset = 0
     for entry in block.split(b"\0"):
-        name, eq, value = entry.partition(b"=")
-        if eq and value and name.decode("utf-8", "replace") in wanted:
-            at = start + offset + len(name) + 1
+        key, eq, value = entry.partition(b"=")
+        if eq and value and key.decode("utf-8", "replace") in wanted:
+            at = start + offset + len(key) + 1
             ctypes.memmove(at, b"*" * len(value), len(value))
             hidden += 1
         offset += len(entry) + 1
-    for name in wanted:  # set again, outside the block: podium and its children keep them
-        os.putenv(name, os.environ[name])
+    for var in wanted:  # set again, outside the block: podium and its children keep them
+        os.putenv(var, os.environ[var])
     return hidden
