@@ -1,31 +1,47 @@
-# One command each: install, demo, test, lint, typecheck, bench.
-.PHONY: install demo test lint typecheck check bench
+# One command each: install, demo, test, lint, typecheck, bench. `make test` is what CI runs:
+# lint (ruff, import layers), the type check and the whole test suite.
+.PHONY: install install-runtimes install-dev demo test lint typecheck check bench screenshots
 
 UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
+RUN = $(UV) run --frozen --no-sync -q
 
 install:
 	scripts/bootstrap.sh
 
+install-runtimes:
+	scripts/bootstrap.sh --runtimes
+
+install-dev:
+	scripts/bootstrap.sh --dev
+
 demo: install
-	$(UV) run --frozen examples/dev-review/demo.sh
+	$(RUN) examples/dev-review/demo.sh
 
-test: install
+test: install-dev
 	scripts/test-deps.sh
-	$(UV) run --frozen python -m pytest -q
+	$(RUN) ruff check src tests bench
+	$(RUN) lint-imports
+	$(RUN) mypy
+	$(RUN) python -m pytest -q
 
-lint: install
-	$(UV) run --frozen ruff check src tests bench
-	$(UV) run --frozen lint-imports
+lint: install-dev
+	$(RUN) ruff check src tests bench
+	$(RUN) lint-imports
 
-typecheck: install
-	$(UV) run --frozen mypy
+typecheck: install-dev
+	$(RUN) mypy
 
-check: lint typecheck test
+check: test
 
-bench: install
-	$(UV) run --frozen python bench/bench_cli.py
-	$(UV) run --frozen python bench/bench_engine.py
-	$(UV) run --frozen python bench/bench_providers.py
-	$(UV) run --frozen python bench/bench_foreach.py
-	$(UV) run --frozen python bench/bench_store.py
-	$(UV) run --frozen python bench/bench_store_growth.py
+# The console screenshots in docs/img, from the browser tests (the suite alone writes them to a
+# temporary folder).
+screenshots: install-dev
+	PODIUM_SCREENSHOTS=docs/img $(RUN) python -m pytest -q tests/web/test_browser.py
+
+bench: install-dev
+	$(RUN) python bench/bench_cli.py
+	$(RUN) python bench/bench_engine.py
+	$(RUN) python bench/bench_providers.py
+	$(RUN) python bench/bench_foreach.py
+	$(RUN) python bench/bench_store.py
+	$(RUN) python bench/bench_store_growth.py

@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# Installs podium and its development tools into .venv from the lock file (uv.lock).
-# Needs only python3 (>= 3.11) and network access to PyPI; installs uv itself if missing.
+# Installs podium into .venv from the lock file (uv.lock). Needs only python3 (>= 3.11) and
+# access to PyPI; installs uv itself if missing.
+#
+#   scripts/bootstrap.sh             podium alone: what `make demo` needs (offline, scripted)
+#   scripts/bootstrap.sh --runtimes  + the provider SDKs and the agent runtimes' CLIs (npm)
+#   scripts/bootstrap.sh --dev       + the test tools, every SDK and runtime (what `make test`
+#                                      needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode="${1:-}"
 if ! command -v uv >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check uv
 fi
 UV="$(command -v uv || echo "python3 -m uv")"
-$UV sync --frozen --compile-bytecode --quiet --extra runtimes
+case "$mode" in
+  "") $UV sync --frozen --no-dev --inexact --quiet ;;  # keeps what --dev installed
+  --runtimes) $UV sync --frozen --no-dev --all-extras --inexact --quiet ;;
+  --dev) $UV sync --frozen --all-extras --quiet ;;
+  *) echo "bootstrap: unknown option $mode (use --runtimes or --dev)" >&2; exit 2 ;;
+esac
 # podium itself is installed editable (src/): compile its bytecode as an install would. A process
 # that finds none compiles every module it imports (~25 ms of each cold command), and this
 # machine may set PYTHONDONTWRITEBYTECODE, so nothing would ever write it.
 "${UV_PROJECT_ENVIRONMENT:-.venv}/bin/python" -m compileall -q src
+[ -z "$mode" ] && exit 0
 
 # The agent runtimes (provider: copilot, provider: claude-agent-sdk): the CLIs pinned in
 # runtimes/package-lock.json, from the npm registry (each ships its native binary in a

@@ -154,11 +154,12 @@ def test_a_missing_runtime_says_what_to_install(tmp_path: Path) -> None:
     proc = podium(tmp_path, "run", flow, env=runtime_env(tmp_path, {
         "PODIUM_CLAUDE_CLI": str(tmp_path / "no-such-claude"),
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}))
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # before the first step: nothing was run
     err = " ".join(proc.stderr.split())
     assert ("provider 'claude-agent-sdk' needs the Claude Code CLI (npm "
-            "@anthropic-ai/claude-code): run `make install` (or `npm ci --prefix runtimes`)"
-            ) in err
+            "@anthropic-ai/claude-code): run `make install-runtimes` (or `npm ci --prefix "
+            "runtimes`)") in err
+    assert "nothing was run" in err
     assert "no-such-claude" in err
 
 

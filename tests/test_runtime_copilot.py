@@ -285,10 +285,11 @@ def test_a_missing_runtime_says_what_to_install(tmp_path: Path) -> None:
     proc = podium(tmp_path, "run", flow, env=runtime_env(tmp_path, {
         "PODIUM_COPILOT_CLI": str(tmp_path / "no-such-copilot"),
         "COPILOT_PROVIDER_BASE_URL": "http://127.0.0.1:9/v1"}))
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # before the first step: nothing was run
     err = " ".join(proc.stderr.split())
     assert ("provider 'copilot' needs the GitHub Copilot CLI (npm @github/copilot): run `make "
-            "install` (or `npm ci --prefix runtimes`)") in err
+            "install-runtimes` (or `npm ci --prefix runtimes`)") in err
+    assert "nothing was run" in err
     assert "no-such-copilot" in err
 
 

@@ -9,13 +9,17 @@ live `podium serve` subprocess.
 - the page reconnects by itself when the console is stopped and started again on its port;
 - script tags and image handlers in a model answer and in a gate prompt stay visible text.
 
-Screenshots of the runs page and of a run page are written to docs/img/ on every run.
+Screenshots of the runs page and of a run page are taken on every run, into the folder
+PODIUM_SCREENSHOTS names (`make screenshots` sets it to docs/img/), else a temporary one: the
+test suite changes no tracked file.
 Every wait is Playwright's auto-waiting `expect` on a condition: no sleeps.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +49,8 @@ pytestmark = pytest.mark.skipif(
     reason="the browser tests need Debian's chromium at /usr/bin/chromium "
            "(apt-get install -y chromium); CI installs it")
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+SHOTS = Path(os.environ.get("PODIUM_SCREENSHOTS") or
+             Path(tempfile.gettempdir()) / "podium-screenshots")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--no-first-run"]
@@ -121,8 +126,8 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def _shot(page: Any, name: str, *, full: bool = False) -> None:
-    DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(DOCS_IMG / name), full_page=full)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full)
 
 
 def test_the_runs_page_lists_the_runs(page: Any, world: World) -> None:

@@ -69,7 +69,7 @@ class RuntimeMissing(Exception):
 
 
 def install_hint(cli: RuntimeCli) -> str:
-    return (f"provider '{cli.provider}' needs {cli.label} (npm {cli.npm}): run `make install` "
+    return (f"provider '{cli.provider}' needs {cli.label} (npm {cli.npm}): run `make install-runtimes` "
             f"(or `npm ci --prefix runtimes`) in podium's repository, or set {cli.override} "
             f"to its executable")
 
