@@ -179,3 +179,13 @@ def test_a_run_without_its_providers_key_stops_before_its_first_step(tmp_path: P
     answers = write(tmp_path, '{"agents": {"ask": [{"output": {"ok": true}}]}}', "a.json")
     offline = _cli(tmp_path, "run", flow, "--responses", answers)
     assert offline.returncode == 0, offline.stderr
+
+
+def test_a_missing_provider_sdk_is_named_by_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from podium.providers import base
+
+    monkeypatch.setitem(base.SDK_EXTRAS, "openai", ("podium_no_such_sdk", "openai"))
+    with pytest.raises(base.ProviderError) as info:
+        base.ProviderRegistry().get("openai")
+    assert "pip install 'podium[openai]'" in str(info.value)
+    assert "uv sync --extra openai" in str(info.value)

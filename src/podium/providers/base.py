@@ -10,6 +10,7 @@ live in their own modules and are imported only when a workflow uses them.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -157,6 +158,14 @@ class ProviderRegistry:
     across calls; `override` forces one provider for every agent. It also holds other
     run-scoped resources agents share (`shared`), such as MCP server connections."""
 
+# The SDK module each provider imports, and the extra of podium that installs it.
+SDK_EXTRAS: dict[str, tuple[str, str]] = {
+    "openai": ("openai", "openai"), "azure": ("openai", "openai"),
+    "claude": ("anthropic", "anthropic"), "copilot": ("copilot", "copilot"),
+    "claude-agent-sdk": ("claude_agent_sdk", "claude-agent"),
+}
+
+
     def __init__(self, override: Provider | None = None,
                  factories: dict[str, Callable[[], Provider]] | None = None) -> None:
         self.override = override
@@ -192,6 +201,11 @@ class ProviderRegistry:
         if settings is None:
             from podium.providers.settings import ProviderSettings
 
+        sdk, extra = SDK_EXTRAS.get(name, (None, None))
+        if sdk is not None and importlib.util.find_spec(sdk) is None:
+            raise ProviderError(f"provider '{name}' needs its SDK ({sdk}), which is not "
+                                f"installed: pip install 'podium[{extra}]' (or, in a checkout, "
+                                f"uv sync --extra {extra})")
             return make(ProviderSettings(name))  # type: ignore[no-any-return]
         from podium.providers.settings import SettingsError
 
