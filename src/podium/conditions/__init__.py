@@ -32,7 +32,7 @@ MAX_CONDITION_CHARS = 100_000
 # `{{ }}` conditions: the rendered text (stripped, lower-cased) that reads as false. Conductor
 # has only the first four; podium adds what a value that is "nothing" renders as (Conductor
 # reads `None`, `[]`, `{}` and `0.0` as true: docs/compatibility.md).
-FALSE_TEXTS = frozenset({"false", "0", "no", "", "none", "[]", "{}", "()", "0.0"})
+FALSE_TEXTS = frozenset({"false", "0", "no", "", "none", "[]", "{}", "0.0"})
 
 # Python expression nodes Conductor's evaluator (simpleeval's SimpleEval) has.
 _NODES: tuple[type[ast.AST], ...] = (
