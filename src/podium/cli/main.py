@@ -370,6 +370,57 @@ def gate_answer(
     raise typer.Exit(gate_answer_command(run_id, value, text, not no_resume, req))
 
 
+fleet_app = typer.Typer(help="Every run on this machine: the fleet TUI (podium[tui]), or "
+                        "list and prune without it.", rich_markup_mode=None,
+                        invoke_without_command=True)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.callback()
+def fleet(ctx: typer.Context) -> None:
+    """The fleet TUI: a live table of every run (filters, detail, answer a gate, stop, resume,
+    start a run). Needs the tui extra: pip install 'podium[tui]'."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from podium.cli.fleet_cmd import tui_command
+    ready()
+
+    raise typer.Exit(tui_command())
+
+
+@fleet_app.command("list")
+def fleet_list(
+    status: Annotated[str, typer.Option(
+        "--status", help="all, active, waiting, running, interrupted, finished or failed.",
+        metavar="FILTER")] = "all",
+    search: Annotated[str, typer.Option("--search", "-s", help="Any part of the id, workflow "
+                                        "or current step.", metavar="TEXT")] = "",
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.", metavar="N")] = 200,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
+) -> None:
+    """List every run (id, workflow, status, current step, elapsed, cost, waiting gate)."""
+    from podium.cli.fleet_cmd import list_command
+    ready()
+
+    raise typer.Exit(list_command(status, search, limit, output_format))
+
+
+@fleet_app.command("prune")
+def fleet_prune(
+    older_than: Annotated[str, typer.Option(
+        "--older-than", help="Age of the finished runs to remove: 30d, 12h, 2w.",
+        metavar="AGE", show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")] = False,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
+) -> None:
+    """Remove finished runs (success, failed, error, limit) older than an age from the store,
+    with their events, checkpoints and gates. Running, waiting and interrupted runs stay."""
+    from podium.cli.fleet_cmd import prune_command
+    ready()
+
+    raise typer.Exit(prune_command(older_than, yes, output_format))
+
+
 def ready() -> None:
     """The invoked command's code is imported: turn the garbage collector back on.
 

@@ -510,6 +510,27 @@ class SQLiteStore:
             out.append(GateRecord(**r))
         return out
 
+    def delete_runs(self, run_ids: list[str]) -> int:
+        """Remove these runs and everything kept with them (events, checkpoints, gates,
+        leases) in one transaction: all of them, or none. Returns how many runs were
+        removed. The caller decides which runs may go (`podium fleet prune`)."""
+        if not run_ids:
+            return 0
+        removed = 0
+        with self._lock:
+            self._write("BEGIN IMMEDIATE", ())
+            try:
+                for rid in run_ids:
+                    for table in ("events", "checkpoints", "gates", "leases"):
+                        self._write(f"DELETE FROM {table} WHERE run_id = ?", (rid,))
+                    removed += self._write("DELETE FROM runs WHERE id = ?", (rid,)).rowcount
+                    self._pending.pop(rid, None)
+                self._write("COMMIT", ())
+            except BaseException:
+                self._rollback()
+                raise
+        return removed
+
     # ------------------------------------------------------------------ leases
 
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:

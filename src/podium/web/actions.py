@@ -2,22 +2,20 @@
 
 Both go through the application layer (app/runs.py), as `podium gate answer` and `podium stop`
 do. After an answer, a run that no live process advances is resumed by a detached
-`python -m podium resume RUN` (no terminal, its output in $PODIUM_HOME/logs/RUN.log); a live run
+`python -m podium resume RUN` (app/spawn.py: no terminal, its output in
+$PODIUM_HOME/logs/RUN.log); a live run
 (`podium run --web`, waiting for its console) picks the answer up itself.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.app.runs import Refused, answer_gate, stop_run
+from podium.app.spawn import spawn_resume
 from podium.errors import PodiumError
 from podium.store.base import RunNotFound
 from podium.store.sqlite import SQLiteStore
@@ -70,20 +68,8 @@ class Actions:
 
     def spawn_resume(self, run_id: str) -> tuple[int, Path]:
         """`python -m podium resume RUN` in its own session, detached from the console."""
-        logs = self.home / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        log = logs / f"{run_id}.log"
-        env = dict(os.environ, PODIUM_HOME=str(self.home))
-        with log.open("ab") as fh:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            fh.write(f"--- {stamp} podium console: resuming run {run_id} ---\n".encode())
-            fh.flush()
-            proc = subprocess.Popen(
-                [self.python, "-m", "podium", "resume", run_id], stdin=subprocess.DEVNULL,
-                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                env=env)
-        threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
-        return proc.pid, log
+        spawned = spawn_resume(run_id, home=self.home, by="console", python=self.python)
+        return spawned.pid, spawned.log
 
     # ------------------------------------------------------------------ stop
 

@@ -1,0 +1,434 @@
+"""The fleet TUI: a live table of every run, a run's detail, and the actions on runs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
+
+from podium.app.fleet import (
+    FILTERS,
+    FleetDetail,
+    FleetRow,
+    cost_text,
+    detail,
+    elapsed_text,
+    fleet,
+)
+from podium.app.runs import stop_run
+from podium.app.spawn import answer_and_resume, resume_detached, spawn_run
+from podium.errors import PodiumError
+from podium.store.base import GateRecord
+from podium.store.sqlite import SQLiteStore
+
+COLUMNS = ("run", "workflow", "status", "step", "elapsed", "cost", "gate")
+FILTER_ORDER = tuple(FILTERS)
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _cells(r: FleetRow) -> tuple[str, ...]:
+    return (r.id, r.workflow, r.status, r.step or "-", elapsed_text(r.elapsed), cost_text(r),
+            r.gate or "-")
+
+
+class Actions:
+    """What the TUI does to runs, each through the app layer; messages for the status line."""
+
+    def __init__(self, store: SQLiteStore, home: Path, python: str | None = None) -> None:
+        self.store = store
+        self.home = home
+        self.python = python or sys.executable
+
+    def answer(self, run_id: str, gate_id: int, value: str, text: str | None) -> str:
+        done = answer_and_resume(self.store, run_id, value, text or None, home=self.home,
+                                 by="fleet", gate_id=gate_id, python=self.python)
+        if done.resumed == "live":
+            return f"answered '{done.answer}'; run {done.run_id} goes on in its own process"
+        assert done.spawned is not None
+        return (f"answered '{done.answer}'; resuming run {done.run_id} (pid "
+                f"{done.spawned.pid}, log {done.spawned.log})")
+
+    def stop(self, run_id: str) -> str:
+        return stop_run(self.store, run_id, wait=0).message
+
+    def resume(self, run_id: str) -> str:
+        spawned = resume_detached(self.store, run_id, home=self.home, by="fleet",
+                                  python=self.python)
+        return f"resuming run {run_id} (pid {spawned.pid}, log {spawned.log})"
+
+    def start(self, file: str, inputs: str, cwd: str) -> str:
+        folder = Path(cwd or ".").expanduser()
+        if not folder.is_dir():
+            raise PodiumError(f"no folder {folder}")
+        path = Path(file).expanduser()
+        if not (path if path.is_absolute() else folder / path).is_file():
+            raise PodiumError(f"no workflow file {file} in {folder}")
+        values: dict[str, str] = {}
+        try:
+            words = shlex.split(inputs)
+        except ValueError as exc:
+            raise PodiumError(f"inputs: {exc}") from None
+        for word in words:
+            name, eq, value = word.partition("=")
+            if not eq or not name:
+                raise PodiumError(f"input '{word}' is not NAME=VALUE")
+            values[name] = value
+        spawned = spawn_run(path, values, home=self.home, cwd=folder.resolve(), by="fleet",
+                            python=self.python)
+        return f"started {file} (pid {spawned.pid}, log {spawned.log})"
+
+
+class AnswerScreen(ModalScreen[tuple[str, str] | None]):
+    """The open gate of a run: its prompt and options; the answer (and text)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, gate: GateRecord) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def compose(self) -> ComposeResult:
+        g = self.gate
+        options = "\n".join(f"  {i}. {o.get('value')}  {o.get('label', '')}"
+                            + ("  (asks for text)" if o.get("prompt_for") else "")
+                            for i, o in enumerate(g.options, 1))
+        hint = {"iteration_limit": "how many more iterations (0 stops the run)",
+                "dialog": "an option, or what to say to the agent"}.get(
+            g.kind, "an option's value, label or number")
+        with Vertical(id="answer-box"):
+            yield Label(f"Gate '{g.step}' of run {g.run_id}")
+            yield Static(_short(g.prompt, 2000), id="gate-prompt")
+            if options:
+                yield Static(options, id="gate-options")
+            yield Input(placeholder=hint, id="answer-value")
+            yield Input(placeholder="text (for an option that asks for it)", id="answer-text")
+            with Horizontal():
+                yield Button("Answer", variant="primary", id="answer-ok")
+                yield Button("Cancel", id="answer-cancel")
+
+    def _submit(self) -> None:
+        value = self.query_one("#answer-value", Input).value.strip()
+        if not value:
+            self.notify("give an answer", severity="warning")
+            return
+        self.dismiss((value, self.query_one("#answer-text", Input).value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "answer-ok":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class NewRunScreen(ModalScreen[tuple[str, str, str] | None]):
+    """A new run: workflow file, inputs (NAME=VALUE ...), working directory."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="new-box"):
+            yield Label("New run")
+            yield Input(placeholder="workflow file (relative to the working directory)",
+                        id="new-file")
+            yield Input(placeholder="inputs: NAME=VALUE NAME2='two words'", id="new-inputs")
+            yield Input(value=str(Path.cwd()), placeholder="working directory", id="new-cwd")
+            with Horizontal():
+                yield Button("Start", variant="primary", id="new-ok")
+                yield Button("Cancel", id="new-cancel")
+
+    def _submit(self) -> None:
+        file = self.query_one("#new-file", Input).value.strip()
+        if not file:
+            self.notify("give the workflow file", severity="warning")
+            return
+        self.dismiss((file, self.query_one("#new-inputs", Input).value,
+                      self.query_one("#new-cwd", Input).value.strip()))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "new-ok":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DetailScreen(Screen[None]):
+    """One run: its summary, the path it took with each step's output, its latest events."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("a", "answer", "Answer gate"),
+        Binding("s", "stop", "Stop"),
+        Binding("r", "resume", "Resume"),
+    ]
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.data: FleetDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="detail-head")
+        yield Label("Path taken")
+        yield DataTable(id="detail-path", cursor_type="row")
+        yield Label("Events")
+        yield DataTable(id="detail-events", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#detail-path", DataTable).add_columns(
+            "step", "type", "iter", "routed to", "elapsed", "output")
+        self.query_one("#detail-events", DataTable).add_columns("seq", "type", "step", "what")
+        self.reload()
+        self.set_interval(1.0, self.reload)
+
+    @property
+    def fleet_app(self) -> FleetApp:
+        app = self.app
+        assert isinstance(app, FleetApp)
+        return app
+
+    def reload(self) -> None:
+        try:
+            self.data = d = detail(self.fleet_app.store, self.run_id, last_events=100)
+        except PodiumError as exc:
+            self.query_one("#detail-head", Static).update(str(exc))
+            return
+        r = d.row
+        lines = [f"run {r.id}   {r.workflow}   {r.status}" + ("  (live)" if r.live else ""),
+                 f"step {r.step or '-'}   elapsed {elapsed_text(r.elapsed)}   cost "
+                 f"{cost_text(r)}   file {d.run.workflow_path}"]
+        if d.run.terminal:
+            lines.append(f"ended at '{d.run.terminal}': {d.run.reason or ''}")
+        if d.run.error:
+            lines.append(f"error: {_short(d.run.error, 300)}")
+        for g in d.gates:
+            lines.append(f"waiting at gate '{g.step}' ({g.kind}): {_short(g.prompt, 200)} "
+                         "— press a to answer")
+        self.query_one("#detail-head", Static).update("\n".join(lines))
+        path = self.query_one("#detail-path", DataTable)
+        path.clear()
+        for p in d.path:
+            path.add_row(p.step, p.step_type, str(p.iteration), p.route_to or "-",
+                         "-" if p.elapsed is None else f"{p.elapsed:.2f}s", _short(p.output))
+        events = self.query_one("#detail-events", DataTable)
+        events.clear()
+        for e in reversed(d.events):
+            what = {k: v for k, v in e.items()
+                    if k not in ("seq", "type", "step", "run_id", "ts", "timestamp")}
+            events.add_row(str(e.get("seq")), str(e.get("type")), str(e.get("step") or "-"),
+                           _short(what, 100))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_answer(self) -> None:
+        self.fleet_app.answer_run(self.run_id)
+
+    def action_stop(self) -> None:
+        self.fleet_app.stop_run(self.run_id)
+
+    def action_resume(self) -> None:
+        self.fleet_app.resume_run(self.run_id)
+
+
+class FleetApp(App[None]):
+    """Every run on this machine, refreshed every second."""
+
+    TITLE = "podium fleet"
+    CSS = """
+    #answer-box, #new-box { width: 90; height: auto; padding: 1 2; border: thick $accent;
+                            background: $surface; }
+    AnswerScreen, NewRunScreen { align: center middle; }
+    #filters { height: 1; }
+    #search { width: 40; }
+    #message { height: auto; max-height: 3; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("f", "next_filter", "Filter"),
+        Binding("slash", "search", "Search"),
+        Binding("enter", "open", "Detail", show=False),
+        Binding("a", "answer", "Answer gate"),
+        Binding("s", "stop", "Stop"),
+        Binding("r", "resume", "Resume"),
+        Binding("n", "new_run", "New run"),
+    ]
+
+    def __init__(self, store: SQLiteStore, home: Path, *, interval: float = 1.0,
+                 python: str | None = None) -> None:
+        super().__init__()
+        self.store = store
+        self.ops = Actions(store, home, python)
+        self.refresh_every = interval
+        self.status_filter = "all"
+        self.search_text = ""
+        self.rows: list[FleetRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="filters"):
+            yield Label("filter: all", id="filter-label")
+            yield Input(placeholder="/ search id, workflow, step", id="search")
+        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="message")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        table.add_columns(*COLUMNS)
+        self.reload()
+        table.focus()
+        self.set_interval(self.refresh_every, self.reload)
+
+    # ------------------------------------------------------------------ the table
+
+    def reload(self) -> None:
+        try:
+            rows = fleet(self.store, status=self.status_filter, search=self.search_text)
+        except PodiumError as exc:
+            self.say(f"cannot read the run store: {exc}")
+            return
+        table = self.query_one("#runs", DataTable)
+        current = self.selected()
+        if [_cells(r) for r in rows] == [_cells(r) for r in self.rows] and table.row_count:
+            return
+        self.rows = rows
+        table.clear()
+        for r in rows:
+            table.add_row(*_cells(r), key=r.id)
+        ids = [r.id for r in rows]
+        if current in ids:
+            table.move_cursor(row=ids.index(current))
+
+    def selected(self) -> str | None:
+        table = self.query_one("#runs", DataTable)
+        if not table.row_count:
+            return None
+        row = table.cursor_row
+        if 0 <= row < len(self.rows):
+            return self.rows[row].id
+        return None
+
+    def say(self, text: str) -> None:
+        self.query_one("#message", Static).update(text)
+
+    def _target(self) -> str | None:
+        screen = self.screen
+        if isinstance(screen, DetailScreen):
+            return screen.run_id
+        run = self.selected()
+        if run is None:
+            self.say("no run selected")
+        return run
+
+    def action_next_filter(self) -> None:
+        self.set_filter(FILTER_ORDER[(FILTER_ORDER.index(self.status_filter) + 1) % len(FILTER_ORDER)])
+
+    def set_filter(self, name: str) -> None:
+        self.status_filter = name
+        self.query_one("#filter-label", Label).update(f"filter: {name}")
+        self.rows = []
+        self.reload()
+
+    def action_search(self) -> None:
+        self.query_one("#search", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "search":
+            self.search_text = event.value
+            self.rows = []
+            self.reload()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "search":
+            self.query_one("#runs", DataTable).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "runs":
+            self.action_open()
+
+    def action_open(self) -> None:
+        run = self._target()
+        if run is not None and not isinstance(self.screen, DetailScreen):
+            self.push_screen(DetailScreen(run))
+
+    # ------------------------------------------------------------------ actions
+
+    def _do(self, fn: Any, *args: Any) -> None:
+        try:
+            self.say(str(fn(*args)))
+        except PodiumError as exc:
+            self.say(f"refused: {exc}")
+        self.rows = []
+        self.reload()
+
+    def answer_run(self, run_id: str) -> None:
+        try:
+            gates = detail(self.store, run_id, last_events=0).gates
+        except PodiumError as exc:
+            self.say(str(exc))
+            return
+        if not gates:
+            self.say(f"run {run_id} waits at no gate")
+            return
+        gate = gates[-1]
+
+        def answered(result: tuple[str, str] | None) -> None:
+            if result is not None:
+                self._do(self.ops.answer, run_id, gate.id, result[0], result[1])
+
+        self.push_screen(AnswerScreen(gate), answered)
+
+    def stop_run(self, run_id: str) -> None:
+        self._do(self.ops.stop, run_id)
+
+    def resume_run(self, run_id: str) -> None:
+        self._do(self.ops.resume, run_id)
+
+    def action_answer(self) -> None:
+        run = self._target()
+        if run is not None:
+            self.answer_run(run)
+
+    def action_stop(self) -> None:
+        run = self._target()
+        if run is not None:
+            self.stop_run(run)
+
+    def action_resume(self) -> None:
+        run = self._target()
+        if run is not None:
+            self.resume_run(run)
+
+    def action_new_run(self) -> None:
+        def chosen(result: tuple[str, str, str] | None) -> None:
+            if result is not None:
+                self._do(self.ops.start, *result)
+
+        self.push_screen(NewRunScreen(), chosen)
