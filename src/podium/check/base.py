@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from podium.check.graph import RouteGraph
 from podium.check.references import Ref, UsedName
@@ -56,6 +57,7 @@ class TemplateSite:
     scope: str  # "step" (mode context), "full" (accumulate), "route" (full + output), "hook"
     expression: bool = False  # a bare route condition
     extra_names: tuple[str, ...] = ()
+    file: str | None = None  # a partial the template includes: its file, as shown
 
 
 @dataclass
@@ -81,11 +83,17 @@ class CheckerBase:
         self.inputs = model.workflow.input
         self.mode = model.workflow.context.mode
         self.step_index = {s.name: i for i, s in reversed(list(enumerate(model.agents)))}
+        # parallel members no route leads to: they run only inside their group, whose output
+        # holds theirs, so no template can read `member.output` (hints never offer them)
+        targets = {e.dst for edges in self.graph.succ.values() for e in edges}
+        self.member_only = {m for g in model.parallel for m in g.agents} - targets - {
+            model.workflow.entry_point}
         # set when a route, option or member names an unknown step: the graph then has holes,
         # and reachability or path warnings would only repeat that error
         self.graph_broken = False
         self._analysed: dict[tuple[str, bool], tuple[list[Ref], list[UsedName]]
                              | RenderFailure] = {}
+        self.partials_cache: Any = None  # check/partials.py's Partials, made when needed
 
     def err(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "invalid",
             at: str = "key") -> None:
@@ -108,6 +116,22 @@ class CheckerBase:
 
     def target_names(self) -> list[str]:
         return [*sorted(self.all_names), END]
+
+    def readable(self, attr: str | None = None) -> list[str]:
+        """The step and group names a template can read at the top level, narrowed by what is
+        read of them: `output` belongs to steps, `outputs`/`errors` to groups, `count` to
+        for-each groups (the pool of "did you mean" hints for a name)."""
+        groups = set(self.parallel) | set(self.for_each)
+        steps = self.all_names - groups - self.member_only
+        if attr == "output":
+            names = steps
+        elif attr in ("outputs", "errors", "type"):
+            names = groups
+        elif attr == "count":
+            names = set(self.for_each)
+        else:
+            names = steps | groups
+        return sorted(names)
 
     def _declared(self, step: StepBase) -> list[Declared]:
         out = []

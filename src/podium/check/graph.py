@@ -163,10 +163,17 @@ class RouteGraph:
 
     def path_avoiding(self, avoid: str, target: str) -> list[str] | None:
         """A shortest path from the entry to `target` that never passes `avoid`."""
-        if self.entry == avoid:
+        if avoid in (self.entry, target):
             return None
-        parent: dict[str, str | None] = {self.entry: None}
-        todo = deque([self.entry])
+        return self._bfs(self.entry, target, frozenset({avoid}))
+
+    def _bfs(self, start: str, target: str, avoid: frozenset[str]) -> list[str] | None:
+        """A shortest path from `start` to `target` through no node of `avoid` (`target`
+        itself may be in it: the path only arrives there)."""
+        if start in avoid and start != target:
+            return None
+        parent: dict[str, str | None] = {start: None}
+        todo = deque([start])
         while todo:
             n = todo.popleft()
             if n == target:
@@ -177,10 +184,26 @@ class RouteGraph:
                     path.append(p)
                 return path[::-1]
             for e in self.succ.get(n, []):
-                if e.dst != avoid and e.dst in self.succ and e.dst not in parent:
-                    parent[e.dst] = n
-                    todo.append(e.dst)
+                d = e.dst
+                if d in self.succ and d not in parent and (d == target or d not in avoid):
+                    parent[d] = n
+                    todo.append(d)
         return None
+
+    def path_under(self, target: str, avoid: frozenset[str], through: frozenset[str]
+                   ) -> list[str] | None:
+        """A path from the entry to `target` that passes no node of `avoid` (before arriving)
+        and passes each node of `through` (each checked on its own: entry → p → target), or
+        None when there is none. What `{% if x is defined %}` branches know about a run."""
+        firsts: list[str] | None = None
+        for p in sorted(through - {target}):
+            head = self._bfs(self.entry, p, avoid)
+            tail = self._bfs(p, target, avoid) if head is not None else None
+            if head is None or tail is None:
+                return None
+            if firsts is None:
+                firsts = head + tail[1:]
+        return firsts if firsts is not None else self._bfs(self.entry, target, avoid)
 
     def end_points(self) -> list[str]:
         """Reachable nodes that can end the run with the workflow's `output:`."""

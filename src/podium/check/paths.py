@@ -1,5 +1,7 @@
 """Path sensitivity: a template that reads a step's output on a path where that step may not
-have run (found with the route graph's dominators) is reported unless it is guarded."""
+have run (found with the route graph's dominators) is reported unless it is guarded. A read
+inside a branch of `{% if x is defined %}` (either branch) is checked only against the paths
+that branch can be on: in the `else` branch those that skip `x`, inside it those through `x`."""
 
 from __future__ import annotations
 
@@ -41,9 +43,9 @@ class PathChecks(TemplateChecks):
                 if (x not in self.graph.succ or x == owner or ref.guarded or x in optional
                         or x in done):
                     continue
-                if not self.graph.dominates(x, owner):
+                path = self._skipping(ref, owner, owner_runs=True)
+                if path is not None:
                     done.add(x)
-                    path = self.graph.path_avoiding(x, owner) or [owner]
                     where = (f"e.g. {' → '.join(path)}" if len(path) > 1 else
                              f"'{owner}' is the entry point")
                     self._site_error(
@@ -52,6 +54,24 @@ class PathChecks(TemplateChecks):
                         f"{where}",
                         f"guard it with {{% if {x} is defined %}} or declare '{_read(ref)}?'",
                         code="path", severity="warning")
+
+    def _skipping(self, ref: Ref, target: str, *, owner_runs: bool) -> list[str] | None:
+        """A path to `target` on which the step `ref` reads has not run (and that the
+        branches around the read allow), or None when it always has run there."""
+        x = ref.root
+        present = frozenset(n for n in ref.present if n in self.graph.succ)
+        absent = frozenset(n for n in ref.absent if n in self.graph.succ)
+        if x in present:
+            return None
+        if not present and not absent:
+            if self.graph.dominates(x, target):
+                return None
+            return self.graph.path_avoiding(x, target) or [target]
+        if owner_runs:  # the owner's own earlier runs are not what the branch is about
+            absent -= {target}
+        elif target in absent:  # the run ended at `target`, so it did run: not this branch
+            return None
+        return self.graph.path_under(target, absent | {x}, present)
 
     def _typo_guarded(self, refs: list[Ref]) -> set[str]:
         """Names a guard on a misspelt name was meant for (the typo is reported already)."""
@@ -67,10 +87,13 @@ class PathChecks(TemplateChecks):
             if x not in self.graph.succ or ref.guarded or x in done:
                 continue
             for end in ends:
-                if end == x or self.graph.dominates(x, end):
+                if end == x:
+                    continue
+                found = self._skipping(ref, end, owner_runs=False)
+                if found is None:
                     continue
                 done.add(x)
-                path = self.graph.path_avoiding(x, end) or [end]
+                path = found
                 if end not in self.graph.terminates:
                     path.append(END)
                 hint = (f"give '{end}' an output_template, or guard with "

@@ -3,8 +3,10 @@
 - provider names (workflow default and per agent) must be ones podium knows; the error lists
   them; the provider object may only carry the fields its provider takes;
 - a reasoning effort the provider (or the model) cannot take is an error;
-- `tools:` names must be workspace tools or `<server>__<tool>` of a declared MCP server, and
-  MCP server names must be usable in such names;
+- `tools:` names must be workspace tools or `<server>__<tool>` of a declared MCP server, or
+  (for agents on a runtime: copilot, claude-agent-sdk) a tool of the runtime's own, such as
+  Copilot's `web_search`; the root list is checked for the agents that inherit it; MCP
+  server names must be usable in such names;
 - under `budget_mode: enforce`, every model an agent can use (a literal, or every string
   constant its template can produce) needs a price (genai-prices, podium's table, or
   `cost.pricing`): a budget never fails open silently.
@@ -22,13 +24,16 @@ from jinja2 import nodes
 from podium.language.diagnostics import KeyPath, closest, did_you_mean
 from podium.language.model import AgentStep, ProviderConfig
 from podium.providers.catalog import (
+    NOT_SUPPORTED,
     PROVIDERS,
     RUNTIME_CAPABILITIES,
+    RUNTIME_OWN_TOOLS,
     canonical,
     describe_known,
     effort_problem,
     info,
     known_names,
+    runtime_tool_owner,
     tool_problem,
 )
 from podium.templating import RenderFailure, is_template
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from podium.check.semantic import Checker
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-CONDUCTOR_ONLY = ("hermes", "aca")
+CONDUCTOR_ONLY = tuple(NOT_SUPPORTED)
 
 
 def check_providers(checker: Checker) -> None:
@@ -51,18 +56,24 @@ def check_providers(checker: Checker) -> None:
         _check_object(checker, runtime.provider)
     _check_name(checker, default_path, default)
     _check_servers(checker)
+    agents = _agents(checker)
+    inheriting = {step.name: canonical(step.provider or default) for _, step in agents
+                  if step.tools is None} or {"": canonical(default)}
     for j, name in enumerate(wf.tools):
-        _check_tool(checker, ("tools", j), name)
+        _check_tool(checker, ("tools", j), name, inheriting)
     used: set[str] = set()
-    for path, step in _agents(checker):
+    for path, step in agents:
         pname = step.provider or default
         if step.provider:
             _check_name(checker, (*path, "provider"), step.provider)
         used.add(canonical(pname))
         _check_effort(checker, path, step, pname)
         for j, name in enumerate(step.tools or []):
-            _check_tool(checker, (*path, "tools", j), name)
+            _check_tool(checker, (*path, "tools", j), name, {step.name: canonical(pname)})
         _check_runtime_capabilities(checker, path, step, pname)
+    from podium.check.runtime_keys import check_runtime_keys
+
+    check_runtime_keys(checker, agents)
     if isinstance(runtime.provider, ProviderConfig):
         _check_copilot_object(checker, runtime.provider)
     _check_temperature(checker, used)
@@ -85,13 +96,13 @@ def _agents(checker: Checker) -> list[tuple[KeyPath, AgentStep]]:
 def _check_name(checker: Checker, path: KeyPath, name: str) -> None:
     if info(name) is not None:
         return
-    if name in CONDUCTOR_ONLY:
-        msg = f"provider '{name}' is a Conductor provider podium does not have"
-    else:
-        msg = f"unknown provider '{name}'"
+    if name in NOT_SUPPORTED:
+        checker.err(path, f"provider '{name}' ({NOT_SUPPORTED[name]}) is not supported by "
+                    f"podium; podium has: {describe_known()}", code="not-supported", at="value")
+        return
     hint = did_you_mean(name, known_names())
-    checker.err(path, f"{msg}; podium has: {describe_known()}", hint, code="unknown-provider",
-                at="value")
+    checker.err(path, f"unknown provider '{name}'; podium has: {describe_known()}", hint,
+                code="unknown-provider", at="value")
 
 
 def _check_object(checker: Checker, cfg: ProviderConfig) -> None:
@@ -157,7 +168,8 @@ def _check_servers(checker: Checker) -> None:
                         code="mcp-server")
 
 
-def _check_tool(checker: Checker, path: KeyPath, name: str) -> None:
+def _check_tool(checker: Checker, path: KeyPath, name: str, users: dict[str, str]) -> None:
+    """One `tools:` entry, for the agents that use it (agent name -> provider; "" for none)."""
     from podium.tools.workspace import WORKSPACE_TOOL_NAMES
 
     if name in WORKSPACE_TOOL_NAMES:
@@ -173,10 +185,36 @@ def _check_tool(checker: Checker, path: KeyPath, name: str) -> None:
                     f"declares: {declared})", f"did you mean '{match}__{tool}'?" if match
                     else None, code="unknown-tool", at="value")
         return
-    pool = [*WORKSPACE_TOOL_NAMES, *(f"{s}__*" for s in servers)]
-    checker.err(path, f"unknown tool '{name}': tools are {', '.join(WORKSPACE_TOOL_NAMES)}, or "
-                "<server>__<tool> for a server in runtime.mcp_servers",
-                did_you_mean(name, pool), code="unknown-tool", at="value")
+    by_provider: dict[str, list[str]] = {}
+    for agent, provider in users.items():
+        by_provider.setdefault(provider, []).append(agent)
+    for provider, agents in sorted(by_provider.items()):
+        if info(provider) is None:
+            continue  # an unknown provider is reported once, where it is named
+        who = _who(agents, provider)
+        own = RUNTIME_OWN_TOOLS.get(provider)
+        if own is not None:
+            if name not in own:
+                checker.warn(path, f"'{name}' is not a tool podium knows provider "
+                             f"'{provider}' to have; it is asked of the runtime as is "
+                             f"({who})", did_you_mean(name, [*own, *WORKSPACE_TOOL_NAMES]),
+                             code="unknown-tool", at="value")
+            continue
+        pool = [*WORKSPACE_TOOL_NAMES, *(f"{s}__*" for s in servers)]
+        owner = runtime_tool_owner(name)
+        what = (f"'{name}' is a tool of the {owner} runtime, which provider '{provider}' does "
+                "not have" if owner else f"unknown tool '{name}'")
+        checker.err(path, f"{what} ({who}): tools are {', '.join(WORKSPACE_TOOL_NAMES)}, or "
+                    "<server>__<tool> for a server in runtime.mcp_servers",
+                    did_you_mean(name, pool), code="unknown-tool", at="value")
+
+
+def _who(agents: list[str], provider: str) -> str:
+    named = [a for a in agents if a]
+    if not named:
+        return f"provider '{provider}'"
+    shown = ", ".join(f"'{a}'" for a in named[:3]) + (" ..." if len(named) > 3 else "")
+    return f"agent{'s' if len(named) > 1 else ''} {shown} on provider '{provider}'"
 
 
 # --------------------------------------------------------------------------- prices

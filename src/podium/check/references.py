@@ -3,7 +3,10 @@
 `collect_refs` walks a parsed template (not its text) and returns each reference to a free
 name as a chain (`reviewer.output.findings` -> ("reviewer", "output", "findings")), skipping
 loop variables, `{% set %}` targets and macro parameters, and marking a reference as guarded
-when it sits under an `X is defined` test or a `default` filter.
+when it sits under an `X is defined` test or a `default` filter. Each reference also carries
+what the branch it sits in knows about other names: on the `else` branch of
+`{% if fix is defined %}` the step `fix` has not run (`absent`), inside it it has (`present`);
+path checks use that to tell which steps must have run there.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class Ref:
     guarded: bool
     lineno: int
     is_guard: bool = False  # the reference is itself an `is defined` test
+    present: frozenset[str] = frozenset()  # names the enclosing branches know are defined
+    absent: frozenset[str] = frozenset()  # ... and names they know are not
 
     @property
     def root(self) -> str:
@@ -86,10 +91,55 @@ def _defined_tests(node: nodes.Node) -> set[str]:
     return found
 
 
+Facts = tuple[frozenset[str], frozenset[str]]  # (names defined, names not defined)
+_NO_FACTS: Facts = (frozenset(), frozenset())
+
+
+def _join(*facts: Facts) -> Facts:
+    return (frozenset().union(*(f[0] for f in facts)),
+            frozenset().union(*(f[1] for f in facts)))
+
+
+def _branch_facts(test: nodes.Node) -> tuple[Facts, Facts]:
+    """What holds about step names when `test` is true, and when it is false: `x is defined`
+    true means `x` ran; false (for `x`, `x.output`, `x.outputs`) means it did not."""
+    if isinstance(test, nodes.Test) and test.name in ("defined", "undefined"):
+        got = _chain(test.node)
+        if got is None:
+            return _NO_FACTS, _NO_FACTS
+        chain = got[1]
+        root = frozenset({chain[0]})
+        whole = len(chain) == 1 or (len(chain) == 2 and chain[1] in ("output", "outputs"))
+        yes: Facts = (root, frozenset())
+        no: Facts = (frozenset(), root if whole else frozenset())
+        return (yes, no) if test.name == "defined" else (no, yes)
+    if isinstance(test, nodes.Not):
+        true, false = _branch_facts(test.node)
+        return false, true
+    if isinstance(test, nodes.And):
+        (lt, _), (rt, _) = _branch_facts(test.left), _branch_facts(test.right)
+        return _join(lt, rt), _NO_FACTS
+    if isinstance(test, nodes.Or):
+        (_, lf), (_, rf) = _branch_facts(test.left), _branch_facts(test.right)
+        return _NO_FACTS, _join(lf, rf)
+    return _NO_FACTS, _NO_FACTS
+
+
 class _Collector:
     def __init__(self) -> None:
         self.refs: list[Ref] = []
         self.used: list[UsedName] = []
+        self.facts: Facts = _NO_FACTS  # what the branch being walked knows
+
+    def _under(self, facts: Facts, node: nodes.Node, local: frozenset[str],
+               guards: frozenset[str]) -> None:
+        """Visit `node` with `facts` added to what the enclosing branches know."""
+        saved = self.facts
+        self.facts = _join(saved, facts)
+        try:
+            self.visit(node, local, guards)
+        finally:
+            self.facts = saved
 
     def visit(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
         if isinstance(node, (nodes.For,)):
@@ -126,31 +176,40 @@ class _Collector:
         if isinstance(node, nodes.If):
             g = guards | _defined_tests(node.test)
             self.visit(node.test, local, g)
+            true, false = _branch_facts(node.test)
             for child in node.body:
-                self.visit(child, local, g)
+                self._under(true, child, local, g)
+            # an `elif` is an If of its own, walked knowing that this test was false
             for elif_ in node.elif_:
-                self.visit(elif_, local, g)
+                self._under(false, elif_, local, g)
+                false = _join(false, _branch_facts(elif_.test)[1])
             for child in node.else_:
-                self.visit(child, local, g)
+                self._under(false, child, local, g)
             return
         if isinstance(node, nodes.CondExpr):
             g = guards | _defined_tests(node.test)
             self.visit(node.test, local, g)
-            self.visit(node.expr1, local, g)
+            true, false = _branch_facts(node.test)
+            self._under(true, node.expr1, local, g)
             if node.expr2 is not None:
-                self.visit(node.expr2, local, g)
+                self._under(false, node.expr2, local, g)
             return
         if isinstance(node, nodes.And):
             g = guards | _defined_tests(node.left)
             self.visit(node.left, local, g)
-            self.visit(node.right, local, g)
+            self._under(_branch_facts(node.left)[0], node.right, local, g)
+            return
+        if isinstance(node, nodes.Or):
+            self.visit(node.left, local, guards)
+            self._under(_branch_facts(node.left)[1], node.right, local, guards)
             return
         if isinstance(node, nodes.Test):
             self.used.append(UsedName("test", node.name, node.lineno))
             if node.name in ("defined", "undefined"):
                 got = _chain(node.node)
                 if got and got[0].name not in local:
-                    self.refs.append(Ref(got[1], True, node.lineno, is_guard=True))
+                    self.refs.append(Ref(got[1], True, node.lineno, is_guard=True,
+                                         present=self.facts[0], absent=self.facts[1]))
                     return
             self._generic(node, local, guards)
             return
@@ -159,7 +218,8 @@ class _Collector:
             if node.name in GUARD_FILTERS and node.node is not None:
                 got = _chain(node.node)
                 if got and got[0].name not in local:
-                    self.refs.append(Ref(got[1], True, node.lineno))
+                    self.refs.append(Ref(got[1], True, node.lineno, present=self.facts[0],
+                                         absent=self.facts[1]))
                     for child in [*node.args, *[k.value for k in node.kwargs]]:
                         self.visit(child, local, guards)
                     return
@@ -180,7 +240,8 @@ class _Collector:
                 name, chain = got
                 if name.ctx == "load" and name.name not in local:
                     guarded = chain[0] in guards or ".".join(chain[:2]) in guards
-                    self.refs.append(Ref(chain, guarded, node.lineno))
+                    self.refs.append(Ref(chain, guarded, node.lineno, present=self.facts[0],
+                                         absent=self.facts[1]))
                 if isinstance(node, nodes.Getitem):
                     self._visit_subscripts(node, local, guards)
                 return

@@ -181,9 +181,10 @@ class Checker(PathChecks):
             step = self.steps.get(member)
             if step is None:
                 self.graph_broken = True
-                self.err(path, f"unknown step '{member}'",
-                         did_you_mean(member, sorted(self.steps)), code="unknown-step",
-                         at="value")
+                members = sorted(n for n, s in self.steps.items()
+                                 if isinstance(s, (AgentStep, SetStep)))
+                self.err(path, f"unknown step '{member}'", did_you_mean(member, members),
+                         code="unknown-step", at="value")
                 continue
             if not isinstance(step, (AgentStep, SetStep)):
                 self.err(path, f"'{member}' is a {step.type} step; parallel members must be "
@@ -266,7 +267,7 @@ class Checker(PathChecks):
             return
         if chain[0] not in self.all_names:
             msg = f"unknown step '{chain[0]}'"
-            hint = did_you_mean(chain[0], sorted(self.all_names))
+            hint = did_you_mean(chain[0], self.readable(chain[1] if len(chain) > 1 else None))
             if decl.optional:
                 self.warn(path, msg, hint, code="unknown-step", at="value")
             else:

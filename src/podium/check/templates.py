@@ -17,8 +17,16 @@ from podium.check.base import (
 )
 from podium.check.conditions import analyse_condition, check_condition
 from podium.check.conditions import flat_names as condition_names
+from podium.check.partials import Partials
 from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
-from podium.language.diagnostics import KeyPath, Severity, did_you_mean
+from podium.language.diagnostics import (
+    Diagnostic,
+    KeyPath,
+    Severity,
+    closest,
+    did_you_mean,
+    format_path,
+)
 from podium.language.model import (
     AgentStep,
     HumanGateStep,
@@ -39,12 +47,41 @@ class TemplateChecks(CheckerBase):
     """Checks of every template: syntax, names, fields, filters, explicit declarations."""
 
     def sites(self) -> Iterator[TemplateSite]:
+        """Every template of the workflow, and every partial a `!file` template includes
+        (checked in its own file, in the context of the template that includes it)."""
+        for site in self._own_sites():
+            yield site
+            if "{%" in site.source:
+                yield from self._partials().sites_of(site)
+
+    def _partials(self) -> Partials:
+        if self.partials_cache is None:
+            self.partials_cache = Partials(self)
+        found: Partials = self.partials_cache
+        return found
+
+    def check_includes(self) -> None:
+        """Report the `{% include %}` / `{% import %}` names that cannot be loaded, at the
+        `!file` tag of the prompt (or the template, when it is not read from a file)."""
+        for site in self._own_sites():
+            if "{%" in site.source:
+                self._partials().sites_of(site)
+        for site, message in self._partials().problems:
+            tag = self.result.smap.tags.get(site.path)
+            if tag is not None:
+                self.result.sink.add(Diagnostic(tag.file, tag.line, tag.col,
+                                                format_path(site.path), message, "error",
+                                                None, "include"))
+            else:
+                self._site_error(site, None, message, code="include")
+
+    def _own_sites(self) -> Iterator[TemplateSite]:
         for i, step in enumerate(self.wf.agents):
             yield from self._step_sites(step, ("agents", i), ())
         for i, g in enumerate(self.wf.parallel):
             yield from self._route_sites(g.name, ("parallel", i), g.routes)
         for i, fe in enumerate(self.wf.for_each):
-            extra = (fe.as_, "_index", "_key")
+            extra = (fe.as_, "_index", *(("_key",) if fe.key_by else ()))
             yield from self._step_sites(fe.agent, ("for_each", i, "agent"), extra)
             yield from self._route_sites(fe.name, ("for_each", i), fe.routes)
         for key, value in self.wf.output.items():
@@ -52,11 +89,12 @@ class TemplateChecks(CheckerBase):
                 yield TemplateSite(("output", key), value, None, "full")
         hooks = self.wf.workflow.hooks
         if hooks is not None:
-            for hook in ("on_start", "on_complete", "on_error"):
+            for hook, names in (("on_start", ()), ("on_complete", ("result",)),
+                                ("on_error", ("error",))):
                 text = getattr(hooks, hook)
                 if isinstance(text, str):
                     yield TemplateSite(("workflow", "hooks", hook), text, None, "hook",
-                                       extra_names=("result", "error"))
+                                       extra_names=names)
 
     def _step_sites(self, step: StepBase, base: KeyPath,
                     extra: tuple[str, ...]) -> Iterator[TemplateSite]:
@@ -132,6 +170,7 @@ class TemplateChecks(CheckerBase):
                 self._check_expression(site)
             elif "{" in site.source:
                 self._check_template(site)
+        self.check_includes()
 
     def _locate_line(self, site: TemplateSite, lineno: int | None) -> tuple[int, int] | None:
         """The file line and column of line `lineno` of a template, when it can be known.
@@ -162,6 +201,10 @@ class TemplateChecks(CheckerBase):
                     hint: str | None = None, *, code: str = "template",
                     severity: Severity = "error") -> None:
         """Report a problem in a template, at the template's own line when it has several."""
+        if site.file is not None:  # a partial: in its own file
+            self.result.sink.add(Diagnostic(site.file, lineno or 1, 1, format_path(site.path),
+                                            msg, severity, hint, code))
+            return
         self.result.add(site.path, msg, hint, severity=severity, code=code, at="value",
                         line=self._locate_line(site, lineno))
 
@@ -224,18 +267,21 @@ class TemplateChecks(CheckerBase):
                 if ref.guarded or ref.is_guard:
                     # `x is defined` / `x | default(...)` tolerate a missing name on purpose;
                     # flag it only when it looks like a typo of a name that exists
-                    close = did_you_mean(root, sorted(self.all_names))
+                    close = did_you_mean(root, self.readable(_attr(ref)))
                     if close:
                         self._site_error(site, ref.lineno, f"'{root}' is not a step or group, "
                                          "so this guard always takes its fallback", close,
                                          code="unknown-name", severity="warning")
                     continue
                 if len(ref.chain) > 1 and ref.chain[1] in STEP_ATTRS:
-                    self._site_error(site, ref.lineno, f"unknown step '{root}'",
-                                     did_you_mean(root, sorted(self.all_names)),
+                    what = "step" if ref.chain[1] == "output" else "group"
+                    self._site_error(site, ref.lineno, f"unknown {what} '{root}'",
+                                     self._name_hint(site, owner_step, root, _attr(ref)),
                                      code="unknown-step")
                     continue
-                hint = did_you_mean(root, sorted({*self.all_names, *own_roots}))
+                hint = (f"did you mean 'workflow.input.{root}'?" if root in self.inputs
+                        else did_you_mean(root, sorted(own_roots))
+                        or self._name_hint(site, owner_step, root, None))
                 extra = ""
                 if root == "output" and site.scope != "route":
                     extra = " ('output' exists only in route conditions and route outputs)"
@@ -256,6 +302,27 @@ class TemplateChecks(CheckerBase):
                 self._check_step_ref(site, ref)
             if site.scope == "step" and self.mode == "explicit" and owner_step is not None:
                 self._check_explicit(site, owner_step, ref)
+
+    def _name_hint(self, site: TemplateSite, step: StepBase | None, root: str,
+                   attr: str | None) -> str | None:
+        """"did you mean" for an unknown step or group name: only names that can be read
+        there (a step's `output`, a group's `outputs`), and in explicit mode the ones the
+        step declares, or else a declarable one with what to add to its `input:`."""
+        pool = self.readable(attr)
+        explicit = (site.scope == "step" and self.mode == "explicit" and step is not None)
+        if explicit:
+            assert step is not None
+            declared = {d.chain[0] for d in self._declared(step)}
+            hint = did_you_mean(root, [n for n in pool if n in declared])
+            if hint:
+                return hint
+            close = closest(root, pool)
+            if close is None:
+                return None
+            group = close in self.parallel or close in self.for_each
+            read = f"{close}.{attr or ('outputs' if group else 'output')}"
+            return f"did you mean '{close}'? then add '{read}' to its input:"
+        return did_you_mean(root, pool)
 
     def _check_workflow_ref(self, site: TemplateSite, ref: Ref) -> None:
         if len(ref.chain) < 2:
@@ -292,9 +359,16 @@ class TemplateChecks(CheckerBase):
         if attr != "output":
             if ref.is_guard:
                 return
+            fields = self.output_fields(root)
+            if attr in ("outputs", "errors", "count", "type") or (
+                    fields is not None and attr not in fields):
+                close = closest(attr, sorted(fields or ()))
+                hint = (f"did you mean '{root}.output.{close}'?" if close
+                        else f"did you mean '{root}.output'?")
+            else:
+                hint = f"did you mean '{root}.output.{attr}'?"
             self._site_error(site, ref.lineno, f"'{root}.{attr}': a step exposes only "
-                             f"'{root}.output'", f"did you mean '{root}.output.{attr}'?",
-                             code="unknown-field")
+                             f"'{root}.output'", hint, code="unknown-field")
             return
         if len(ref.chain) >= 3 and not ref.is_guard:
             self._check_field_ref(site, ref, root, ref.chain[2:])
@@ -327,15 +401,18 @@ class TemplateChecks(CheckerBase):
             return
         decls = [d for d in self._declared(step) if d.chain[0] == root]
         wanted = ref.chain[1:]
+        group = root in self.parallel or root in self.for_each
         for d in decls:
             got = d.chain[1:]
-            if not got or got == ("output",):
+            if not got or (not group and got == ("output",)):
                 return
-            if got[0] != "output":  # shorthand a.f
+            if not group and got[0] != "output":  # shorthand a.f (groups have no shorthand)
                 got = ("output", *got)
             if wanted[: len(got)] == got:
                 return
             if ref.is_guard and len(wanted) < len(got):
+                return
+            if group and wanted[:1] == ("type",):  # any declaration of a group brings its type
                 return
         if ref.is_guard and not decls:
             self._site_error(site, ref.lineno, f"'{root}' is never defined here: it is not in "
@@ -351,3 +428,9 @@ class TemplateChecks(CheckerBase):
             msg += f", which has only {', '.join(d.text for d in decls)}"
         self._site_error(site, ref.lineno, f"{msg} (context mode is explicit)",
                          f"add '{shown}' to its input:", code="undeclared", severity="warning")
+
+
+def _attr(ref: Ref) -> str | None:
+    """What a reference reads of its root (`output`, `outputs`, ...), when that is a step or
+    group attribute."""
+    return ref.chain[1] if len(ref.chain) > 1 and ref.chain[1] in STEP_ATTRS else None

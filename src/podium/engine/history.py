@@ -66,6 +66,9 @@ def fold_events(events: list[dict[str, Any]], *, upto_seq: int | None = None,
             state.run_iteration = int(e.get("run_iteration", state.run_iteration))
         elif t == "limit_resolved":
             state.max_iterations = int(e["new_maximum"])
+        elif t == "context_trimmed":
+            state.apply_trim(list(e.get("dropped") or []), dict(e.get("truncated") or {}),
+                             e.get("summary"))
     return state or RunState(inputs={}, max_iterations=default_max)
 
 

@@ -130,7 +130,8 @@ class Engine:
         # or failed, by member label, from their committed events (engine/history.py).
         self.carried: dict[str, dict[str, dict[str, Any]]] = {}
         info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
-        self.services = RunServices(workflow, self.path, TemplateEngine(),
+        templates = TemplateEngine(workflow.template_files, self.path.parent)
+        self.services = RunServices(workflow, self.path, templates,
                                     ContextBuilder(info, groups), self.state, self.bus,
                                     self.clock, providers, answerer, self.options, self.run_id)
         # Emit a `checkpoint` event after each completed step: the commit point of a run that
@@ -207,6 +208,7 @@ class Engine:
                     self.observer.before_node(self, node)
                 self.check_iterations(node, len(step.agents)
                                       if isinstance(step, ParallelGroup) else 1)
+                self._trim_context(node)
                 outcome = self._execute(step)
                 if outcome.termination is not None:
                     return self._terminate(step, outcome)
@@ -437,6 +439,19 @@ class Engine:
             raise LimitExceeded(
                 f"the run reached max_iterations ({state.max_iterations}) before {what}; "
                 f"last steps: {' → '.join(recent)}", limit="iterations", step=node)
+
+    def _trim_context(self, node: str) -> None:
+        """`context.max_tokens`: trim the stored outputs before `node` when the context is
+        over it (engine/trim.py), with a `context_trimmed` event."""
+        cfg = self.workflow.workflow.context
+        if cfg.max_tokens is None:
+            return
+        from podium.engine.trim import trim_context
+
+        event = trim_context(self.state, node, cfg.max_tokens, cfg.trim_strategy,
+                             self.services.contexts.estimate_tokens)
+        if event is not None:
+            self.bus.emit(event)
 
     def _check_timeout(self, node: str | None, after: str | None = None) -> None:
         deadline = self.services.deadline

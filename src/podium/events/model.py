@@ -380,6 +380,23 @@ class Warning_(Event):
     step: str | None = None
 
 
+class ContextTrimmed(Event):
+    """`context.max_tokens` was passed before `step` (the estimate: the JSON of the whole
+    context / 4), so stored outputs were trimmed for good by `strategy`: `dropped` steps'
+    outputs removed, `truncated` fields cut (their new text, by step), older outputs replaced
+    by `summary` (stored as `_context_summary`). A resume applies the same changes."""
+
+    type: Literal["context_trimmed"] = "context_trimmed"
+    step: str
+    strategy: Literal["drop_oldest", "truncate", "summarize"]
+    max_tokens: int
+    tokens_before: int
+    tokens_after: int
+    dropped: list[str] = []
+    truncated: dict[str, dict[str, str]] = {}
+    summary: dict[str, Any] | None = None
+
+
 class Checkpointed(Event):
     type: Literal["checkpoint"] = "checkpoint"
     step: str | None = None
@@ -391,7 +408,7 @@ AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed |
             | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ToolCalled | ScriptOutput
             | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
             | Warning_ | Checkpointed | ValidatorStarted | ValidatorFinished | ValidationFailed
-            | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished)
+            | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished | ContextTrimmed)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
@@ -399,7 +416,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
               PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ToolCalled, ScriptOutput,
               McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
               Checkpointed, ValidatorStarted, ValidatorFinished, ValidationFailed, DialogEvaluated,
-              DialogStarted, DialogMessage, DialogFinished)
+              DialogStarted, DialogMessage, DialogFinished, ContextTrimmed)
 }
 
 

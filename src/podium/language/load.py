@@ -160,7 +160,24 @@ def _build(result: LoadResult, data: dict[str, Any]) -> None:
         return
     _warn_extras(result, model, ())
     if ok:
+        model._template_files = _template_files(result.smap, data)
         result.model = model
+
+
+def _template_files(smap: SourceMap, data: Any) -> dict[str, str]:
+    """The text of every `!file` include that is a string value, with its file."""
+    out: dict[str, str] = {}
+    for path, file in smap.files.items():
+        value: Any = data
+        for part in path:
+            try:
+                value = value[part]
+            except (KeyError, IndexError, TypeError):
+                value = None
+                break
+        if isinstance(value, str):
+            out.setdefault(value, str(file))
+    return out
 
 
 def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
@@ -206,8 +223,8 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
             result.error((*base, key), f"'{step_type}' steps cannot have '{key}'", hint,
                          code="key-not-allowed")
             ok = False
-        else:
-            guess = closest(key, usable)
+        else:  # a hint names a key this step type uses, not one it would ignore
+            guess = closest(key, [k for k, r in usable.items() if r == "u"])
             result.error((*base, key), f"unknown key '{key}'",
                          f"did you mean '{guess}'?" if guess else None, code="unknown-key")
             typos.update([guess] if guess else [])
@@ -331,11 +348,17 @@ def _show(value: Any) -> str:
 
 def _allowed_keys(model: type[BaseModel], container: KeyPath) -> list[str]:
     """The keys accepted at `container` below `model`, found by walking the model classes."""
+    import types
+    import typing
+
     cls: Any = model
     for part in container:
         cls = _descend(cls, part)
         if cls is None:
             return []
+    if typing.get_origin(cls) in (typing.Union, types.UnionType):  # an optional block
+        cls = next((a for a in typing.get_args(cls)
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         return [f.alias or n for n, f in cls.model_fields.items()]
     return []

@@ -13,7 +13,7 @@ import re
 import warnings
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
@@ -261,8 +261,11 @@ class ValidatorConfig(Strict):
         return v
 
 
-class SandboxConfig(Lenient):
-    pass
+class SandboxConfig(Strict):
+    """Conductor's per-agent block for its `aca` sandbox runtime (podium: not supported)."""
+
+    identifier_scope: Literal["workflow", "agent", "item", "none"] | None = None
+    working_dir: str | None = None
 
 
 # --------------------------------------------------------------------------- steps
@@ -789,3 +792,10 @@ class WorkflowFile(Strict):
     for_each: list[ForEachGroup] = []
     output: dict[str, Any] = {}
     tools: list[str] = []
+    # Templates read from `!file` includes (their text -> the file, an absolute path): their
+    # `{% include %}` / `{% import %}` names resolve relative to that file. Set by the loader.
+    _template_files: dict[str, str] = PrivateAttr(default={})
+
+    @property
+    def template_files(self) -> dict[str, str]:
+        return self._template_files

@@ -45,6 +45,9 @@ class SourceMap:
     keys: dict[KeyPath, Pos] = field(default_factory=dict)
     values: dict[KeyPath, Pos] = field(default_factory=dict)
     styles: dict[KeyPath, str | None] = field(default_factory=dict)
+    # values read as text from a `!file` include: the file, and where its `!file` tag is
+    files: dict[KeyPath, Path] = field(default_factory=dict)
+    tags: dict[KeyPath, Pos] = field(default_factory=dict)
 
     def key(self, path: KeyPath) -> Pos:
         """Where the key of `path` is written (or the closest enclosing thing)."""
@@ -442,8 +445,10 @@ class _Composer:
         if isinstance(value, (dict, list)):
             return value
         # the text's own lines are in the included file: point there, line for line
+        self.smap.tags[path] = self.smap.values.get(path, self.pos(event.start_mark))
         self.smap.values[path] = Pos(shown, 1, 1)
         self.smap.styles[path] = "file"
+        self.smap.files[path] = target
         return text
 
     def _size(self, value: Any) -> int:
@@ -582,6 +587,23 @@ def substitute_env(data: Any, smap: SourceMap, environ: Mapping[str, str],
         return _ENV_RE.sub(repl, text)
 
     return walk(data, ())
+
+
+def expand_env(text: str, environ: Mapping[str, str]) -> str:
+    """`${VAR}` and `${VAR:-default}` in one text (a Jinja partial, read at render time);
+    `$${...}` stays literal. KeyError naming a variable that is unset and has no default."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1):
+            return m.group(0)[1:]
+        name, default = m.group(2), m.group(3)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise KeyError(name)
+
+    return _ENV_RE.sub(repl, text) if "${" in text else text
 
 
 @dataclass

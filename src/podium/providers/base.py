@@ -57,6 +57,11 @@ class AgentRequest:
     # which call of the execution this is (events/model.py ModelCall): None for the agent's
     # own; "validator", "rerun", "dialog", "conversation" or "after_dialog" otherwise
     call: ModelCall | None = None
+    # for the runtimes that take them (copilot; claude-agent-sdk for skills and plugins):
+    # the context window tier, and the skill and plugin folders (None: none declared)
+    context_tier: str | None = None
+    skill_dirs: tuple[str, ...] | None = None
+    plugin_dirs: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:

@@ -165,6 +165,8 @@ class Capabilities:
     working_dir: bool = True
     max_temperature: float = 2.0
     runs_tools: bool = False  # the provider offers the request's toolbox to the model
+    skills: bool = False  # loads `skills:` and `plugins:` (given by path) natively
+    context_tier: bool = False  # takes `context_tier` / `runtime.default_context_tier`
 
 
 # --------------------------------------------------------------------------- agent runtimes
@@ -177,11 +179,11 @@ CLAUDE_AGENT_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max"
 COPILOT_CAPABILITIES = Capabilities(
     tools_filter=True, session_continuity=True, reasoning_efforts=COPILOT_EFFORTS,
     structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
-    runs_tools=False)
+    runs_tools=False, skills=True, context_tier=True)
 CLAUDE_AGENT_CAPABILITIES = Capabilities(
     tools_filter=True, session_continuity=True, reasoning_efforts=CLAUDE_AGENT_EFFORTS,
     structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
-    runs_tools=False)
+    runs_tools=False, skills=True)
 
 RUNTIME_CAPABILITIES: dict[str, Capabilities] = {
     "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES}
@@ -206,6 +208,37 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
 }
 RUNTIME_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
     "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS}
+
+# Every tool a runtime has of its own, by its own name: a `tools:` entry may name one directly
+# (Conductor's examples list Copilot's `web_search`), and it is then passed to the runtime as
+# is. From the runtimes' tool catalogues (Copilot CLI 1.0, Claude Code 2.x), online tools
+# included; a name outside these lists is passed on too, with a validate warning.
+RUNTIME_OWN_TOOLS: dict[str, tuple[str, ...]] = {
+    "copilot": (
+        "ask_user", "bash", "context_board", "create", "edit", "exit_plan_mode",
+        "fetch_copilot_cli_documentation", "glob", "grep", "list_agents", "list_bash",
+        "read_agent", "read_bash", "report_intent", "send_inbox", "skill", "sql", "stop_bash",
+        "task", "task_complete", "update_todo", "view", "web_fetch", "web_search", "write_agent",
+        "write_bash"),
+    "claude-agent-sdk": (
+        "Agent", "AskUserQuestion", "Bash", "BashOutput", "Edit", "ExitPlanMode", "Glob", "Grep",
+        "KillShell", "ListAgents", "MultiEdit", "NotebookEdit", "Read", "Skill", "SlashCommand",
+        "Task", "TodoWrite", "ToolSearch", "WebFetch", "WebSearch", "Write"),
+}
+
+# Conductor provider names podium recognises but does not run (validate: "not supported").
+NOT_SUPPORTED: dict[str, str] = {
+    "hermes": "Conductor's Hermes agent runtime",
+    "aca": "Conductor's Azure Container Apps sandbox runtime",
+}
+
+
+def runtime_tool_owner(name: str) -> str | None:
+    """The runtime that has a tool by this name of its own, or None."""
+    for provider, names in RUNTIME_OWN_TOOLS.items():
+        if name in names:
+            return provider
+    return None
 # the runtime's tool name -> podium's name, for the `tool_called` events
 _BACK: dict[str, dict[str, str]] = {
     p: {rt: name for name, rts in reversed(m.items()) for rt in rts}

@@ -9,9 +9,10 @@ non-essential traffic, telemetry, error reports and auto-updater off, and its ow
 (podium's retry policy decides).
 
 `tools:` is enforced: `[]` gives the session no tool at all (built-in or MCP), a list the
-Claude Code tools that correspond to the workspace tool names plus whole MCP servers
-(`<server>__*`), omitted Claude Code's defaults and every declared MCP server. The workflow's
-MCP servers are passed through (only them: `strict_mcp_config`). Reasoning effort is Claude
+Claude Code tools that correspond to the workspace tool names, Claude Code tools named directly
+(`WebSearch`) and whole MCP servers (`<server>__*`), omitted Claude Code's defaults and every declared MCP server. The workflow's
+MCP servers are passed through (only them: `strict_mcp_config`). `skills:` folders are loaded
+through a plugin made for them and `plugins:` folders as plugins (skill_options). Reasoning effort is Claude
 Code's `effort`; structured output is asked for in the prompt and corrected in the same
 session; `session_key` continues one Claude Code session per (key, working dir), across
 `podium resume` too (Claude Code keeps the transcript). The SDK is imported only when an agent
@@ -111,8 +112,10 @@ def tool_selection(names: tuple[str, ...] | None, servers: Mapping[str, Any]
         if sep and server in servers:
             raise ProviderError(f"provider 'claude-agent-sdk' offers an MCP server's tools all "
                                 f"together: use '{server}__*', not '{name}'")
-        raise ProviderError(f"provider 'claude-agent-sdk' has no tool for '{name}' (tools are "
-                            f"the workspace tools {', '.join(CLAUDE_TOOLS)} or <server>__*)")
+        if sep:
+            raise ProviderError(f"provider 'claude-agent-sdk' has no tool for '{name}': no MCP "
+                                f"server '{server}' is declared")
+        builtin.append(name)  # a Claude Code tool named directly (`WebSearch`)
     return list(dict.fromkeys(builtin)), list(dict.fromkeys(chosen))
 
 
@@ -239,6 +242,7 @@ class ClaudeAgentSession:
             kwargs["max_turns"] = req.max_agent_iterations
         if resume:
             kwargs["resume"] = resume
+        kwargs.update(self.provider.skill_options(req))
         return ClaudeAgentOptions(**kwargs)
 
     async def start(self, resume: str | None) -> None:
@@ -412,6 +416,44 @@ class ClaudeAgentProvider:
         self.loop = LoopThread("podium-claude-agent")
         self.keyed: dict[str, ClaudeAgentSession] = {}
         self.open: set[ClaudeAgentSession] = set()
+        self.wrappers: dict[tuple[str, ...], Path] = {}  # skill folders -> their plugin
+
+    def skill_options(self, request: AgentRequest) -> dict[str, Any]:
+        """`skills:` and `plugins:` as Claude Code takes them. Claude Code loads a skill only
+        from a plugin, so the skill folders are linked into one plugin made for them
+        (`podium-skills`, removed with the provider); each plugin folder is registered as
+        it is. Only their skills are enabled (no user or project settings are read), and
+        `skills: []` with no plugin enables none. Nothing is set when neither is declared."""
+        if request.skill_dirs is None and request.plugin_dirs is None:
+            return {}
+        plugins = [{"type": "local", "path": p} for p in request.plugin_dirs or ()]
+        if request.skill_dirs:
+            plugins.insert(0, {"type": "local", "path": str(self._wrapper(request.skill_dirs))})
+        return {"plugins": plugins, "skills": "all" if plugins else [],
+                "setting_sources": []}
+
+    def _wrapper(self, dirs: tuple[str, ...]) -> Path:
+        import json
+        import tempfile
+
+        found = self.wrappers.get(dirs)
+        if found is not None:
+            return found
+        root = Path(tempfile.mkdtemp(prefix="podium-skills-"))
+        (root / ".claude-plugin").mkdir()
+        (root / ".claude-plugin" / "plugin.json").write_text(json.dumps(
+            {"name": "podium-skills", "description": "the workflow's skills"}), "utf-8")
+        (root / "skills").mkdir()
+        for d in dirs:
+            name = Path(d).name
+            link = root / "skills" / name
+            n = 2
+            while link.exists() or link.is_symlink():
+                link = root / "skills" / f"{name}-{n}"
+                n += 1
+            link.symlink_to(d, target_is_directory=True)
+        self.wrappers[dirs] = root
+        return root
 
     def open_session(self, request: AgentRequest) -> ClaudeAgentSession:
         key = None
@@ -478,6 +520,11 @@ class ClaudeAgentProvider:
         self.open.clear()
         self.keyed.clear()
         self.loop.close()
+        import shutil
+
+        for root in self.wrappers.values():
+            shutil.rmtree(root, ignore_errors=True)
+        self.wrappers.clear()
 
 
 def create_claude_agent(settings: ProviderSettings) -> ClaudeAgentProvider:

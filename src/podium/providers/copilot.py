@@ -10,8 +10,10 @@ CLI runs offline (COPILOT_OFFLINE): no GitHub, no telemetry, only the endpoint. 
 endpoint the CLI uses its own GitHub sign-in.
 
 `tools:` is enforced (Conductor ignored it for Copilot): `[]` gives the session no tool at all,
-a list gives only the runtime tools that correspond to the workspace tool names and the named
-MCP tools, omitted leaves the runtime's defaults. Structured output is asked for in the prompt
+a list gives only the runtime tools that correspond to the workspace tool names, the named
+MCP tools and the runtime's own tools named directly (`web_search`), omitted leaves the
+runtime's defaults. `context_tier`, the `skills:` and `plugins:` folders and
+`runtime.tool_output` (the runtime's large-output setting) are passed to the session. Structured output is asked for in the prompt
 and corrected in the same session; `session_key` continues one runtime session per (key,
 working dir), across `podium resume` too. The SDK is imported only when an agent uses this
 provider.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
-from podium.providers.catalog import COPILOT_CAPABILITIES, COPILOT_TOOLS
+from podium.providers.catalog import COPILOT_CAPABILITIES, COPILOT_TOOLS, RUNTIME_OWN_TOOLS
 from podium.providers.retry import status_is_retryable
 from podium.providers.runtime_common import (
     COPILOT_CLI,
@@ -63,6 +65,22 @@ class CopilotConfig:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict, repr=False)
     home: str | None = None  # COPILOT_HOME for the CLI (BYOK runs keep it under PODIUM_HOME)
+    large_output: dict[str, Any] | None = None  # runtime.tool_output as the SDK takes it
+
+
+def large_output(cfg: Any) -> dict[str, Any] | None:
+    """`runtime.tool_output` as the SDK's large-output setting, as Conductor maps it: the
+    runtime writes results over max_chars to a file (spill_dir, else its temp folder) and
+    gives the model the file; it cannot cut without spilling, so `spill_to_file: false`
+    (like `enabled: false`) turns the limit off. None: not written, the runtime's default."""
+    if cfg is None:
+        return None
+    if not cfg.enabled or not cfg.spill_to_file:
+        return {"enabled": False}
+    out: dict[str, Any] = {"enabled": True, "max_size_bytes": cfg.max_chars}
+    if cfg.spill_dir and cfg.spill_dir.strip():
+        out["output_directory"] = os.path.abspath(os.path.expanduser(cfg.spill_dir.strip()))
+    return out
 
 
 def _blank(value: Any) -> bool:
@@ -115,7 +133,7 @@ def resolve_config(settings: ProviderSettings) -> CopilotConfig:
             raise ProviderError(str(exc)) from None
     home = str(podium_home(env) / "copilot") if endpoint is not None else None
     return CopilotConfig(cli_path, runtime_url, runtime_token, endpoint, env,
-                         settings.mcp_servers, home)
+                         settings.mcp_servers, home, large_output(settings.tool_output))
 
 
 def mcp_config(servers: Mapping[str, Any], working_dir: str | None,
@@ -165,8 +183,11 @@ def tool_selection(names: tuple[str, ...] | None, servers: Mapping[str, Any]
             if "*" not in wanted[server]:
                 wanted[server] = ["*"] if tool == "*" else [*wanted[server], tool]
             continue
-        raise ProviderError(f"provider 'copilot' has no tool for '{name}' (tools are the "
-                            f"workspace tools {', '.join(COPILOT_TOOLS)} or <server>__<tool>)")
+        if sep:
+            raise ProviderError(f"provider 'copilot' has no tool for '{name}': no MCP server "
+                                f"'{server}' is declared")
+        # a tool of the runtime's own (`web_search`): the runtime offers it when it has it
+        available.append(f"builtin:{name}" if name in RUNTIME_OWN_TOOLS["copilot"] else name)
     if wanted:
         available.append("mcp:*")  # the servers started are limited to the named tools
     return list(dict.fromkeys(available)), wanted
@@ -464,6 +485,16 @@ class CopilotProvider:
         servers = mcp_config(self.config.mcp_servers, request.working_dir, wanted)
         if servers:
             kwargs["mcp_servers"] = servers
+        if request.context_tier:
+            kwargs["context_tier"] = request.context_tier
+        if request.skill_dirs is not None:
+            kwargs["skill_directories"] = list(request.skill_dirs)
+            if not request.skill_dirs and not request.plugin_dirs:
+                kwargs["enable_skills"] = False  # `skills: []`: none, not even installed ones
+        if request.plugin_dirs is not None:
+            kwargs["plugin_directories"] = list(request.plugin_dirs)
+        if self.config.large_output is not None:
+            kwargs["large_output"] = dict(self.config.large_output)
         return kwargs
 
     def discard(self, session: CopilotSession) -> None:

@@ -33,6 +33,8 @@ class ProviderSettings:
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # runtime.mcp_servers, for the agent runtimes that start the servers themselves
     mcp_servers: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # runtime.tool_output (None when not written), for the runtimes that cap tool results
+    tool_output: Any = None
 
     def env(self, *names: str) -> str | None:
         for n in names:
@@ -78,4 +80,4 @@ def resolve_settings(name: str, runtime: RuntimeConfig,
         api_version = cfg.api_version
     return ProviderSettings(canonical(name), base_url, api_key, auth_token, api_version,
                             headers, runtime.timeout, dict(env), options,
-                            dict(runtime.mcp_servers))
+                            dict(runtime.mcp_servers), runtime.tool_output)

@@ -42,8 +42,9 @@ from podium.steps.schema import (
 from podium.templating import is_template
 
 if TYPE_CHECKING:
+    from podium.language.model import ToolOutputConfig
     from podium.providers.settings import ProviderSettings
-    from podium.tools.base import Toolbox
+    from podium.tools.base import OutputLimit, Toolbox
 
 DEFAULT_CORRECTIONS = 2
 DEFAULT_AGENT_ITERATIONS = 50
@@ -106,16 +107,55 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbo
     run = call.run
     runtime = run.workflow.workflow.runtime
     servers = runtime.mcp_servers
-    max_chars = runtime.tool_output.max_chars if runtime.tool_output else 50_000
     try:
         return build_toolbox(wanted_names(step.tools, run.workflow.tools),
                              working_dir or os.getcwd(), servers,
                              lambda: run.providers.shared(f"mcp:{run.path}",
-                                                          lambda: McpHub(servers)), max_chars,
+                                                          lambda: McpHub(servers)),
                              run_id=run.run_id,
-                             hidden=frozenset(secret_names(run.workflow)))
+                             hidden=frozenset(secret_names(run.workflow)),
+                             limit=output_limit(runtime.tool_output))
     except ToolError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
+
+
+def output_limit(cfg: ToolOutputConfig | None) -> OutputLimit:
+    """`runtime.tool_output` (Conductor's defaults when it is not written): results over
+    max_chars are cut, and spilled whole to a file first unless spill_to_file is false."""
+    from podium.tools.base import OutputLimit, spill_dir_for
+
+    if cfg is None:
+        return OutputLimit(spill_dir=spill_dir_for(None))
+    return OutputLimit(cfg.max_chars, cfg.enabled, spill_dir_for(cfg.spill_dir,
+                                                                 cfg.spill_to_file))
+
+
+def _runtime_options(call: StepCall, step: AgentStep, ctx: dict[str, Any],
+                     provider: Provider) -> dict[str, Any]:
+    """What only some runtimes take (their capabilities say which; `validate` rejects the
+    rest): the context tier (a template is rendered) and the skill and plugin folders."""
+    from podium.providers.skills import SkillProblem, effective, resolve_all
+
+    run, caps = call.run, provider.capabilities
+    out: dict[str, Any] = {}
+    runtime = run.workflow.workflow.runtime
+    tier = step.context_tier or runtime.default_context_tier
+    if tier and getattr(caps, "context_tier", False):
+        if is_template(tier):
+            tier = run.render(tier, ctx, step=step.name, what="context_tier",
+                              iteration=call.iteration).strip()
+        if tier not in ("default", "long_context"):
+            raise StepError(f"context_tier resolved to '{tier}', which is not default or "
+                            "long_context", step=step.name, iteration=call.iteration)
+        out["context_tier"] = tier
+    if getattr(caps, "skills", False):
+        try:
+            out["skill_dirs"], out["plugin_dirs"] = resolve_all(
+                effective(step.skills, runtime.skills), effective(step.plugins, runtime.plugins),
+                run.path.parent)
+        except SkillProblem as exc:
+            raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
+    return out
 
 
 def _timeout(run: RunServices, step: AgentStep) -> float | None:
@@ -214,6 +254,7 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
         wf.runtime.temperature, toolbox, run.bus.emit, retrier,
         step.max_agent_iterations or wf.runtime.max_agent_iterations or DEFAULT_AGENT_ITERATIONS,
         _effective_tools(step, run.workflow.tools))
+    request = replace(request, **_runtime_options(call, step, ctx, provider))
     if announce:
         run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name,
                                     model=model, prompt=prompt, system_prompt=system,

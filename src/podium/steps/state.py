@@ -8,11 +8,14 @@ through their RunServices, which is why it lives here, below the engine.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from podium.errors import StepError
 from podium.language.model import json_kind
+
+SUMMARY_KEY = "_context_summary"  # where `trim_strategy: summarize` keeps older outputs
 
 
 @dataclass
@@ -43,6 +46,19 @@ class RunState:
     def store(self, name: str, value: Any) -> None:
         self.outputs[name] = value
         self.history.append(name)
+
+    def apply_trim(self, dropped: list[str], truncated: dict[str, dict[str, str]],
+                   summary: dict[str, Any] | None) -> None:
+        """What `context.max_tokens` trimming changed (a `context_trimmed` event): dropped
+        outputs, cut fields, the summary of older outputs (engine/trim.py)."""
+        for name in dropped:
+            self.outputs.pop(name, None)
+        for name, fields in truncated.items():
+            value = self.outputs.get(name)
+            if isinstance(value, dict):
+                self.outputs[name] = {**value, **fields}  # a copy: records keep the original
+        if summary is not None:
+            self.outputs[SUMMARY_KEY] = summary
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +103,17 @@ class ContextBuilder:
 
     def _wrap(self, name: str, value: Any) -> Any:
         return value if name in self.group_names else {"output": value}
+
+    def estimate_tokens(self, state: RunState) -> int:
+        """Conductor's size of the context in tokens: the JSON of the whole (accumulate)
+        context, as Conductor builds it, in characters / 4."""
+        ctx = self.full(state)
+        ctx["workflow"] = {k: v for k, v in ctx["workflow"].items() if k != "description"}
+        try:
+            text = json.dumps(ctx)
+        except (TypeError, ValueError):
+            text = str(ctx)
+        return len(text) // 4
 
     def full(self, state: RunState) -> dict[str, Any]:
         """The accumulate context: every stored step and group."""

@@ -15,6 +15,7 @@ import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
@@ -77,10 +78,20 @@ def truthy_text(rendered: str) -> bool:
 
 
 class TemplateEngine:
-    """Compiles templates once per text and renders them against a context mapping."""
+    """Compiles templates once per text and renders them against a context mapping.
 
-    def __init__(self) -> None:
+    `files` names the file each `!file` template was read from (text -> absolute path): those
+    may include partials from inside `root` (the workflow's folder) or their own folder
+    (partials.py)."""
+
+    def __init__(self, files: Mapping[str, str] | None = None, root: Path | None = None
+                 ) -> None:
         self.env = make_environment()
+        self.files = dict(files or {})
+        from podium.templating.partials import enable_partials
+
+        enable_partials(self.env, [*([root] if root else []),
+                                   *(Path(f).parent for f in self.files)])
         self._cache: dict[tuple[str, bool], Compiled] = {}
         self._compiling = threading.Lock()
 
@@ -94,7 +105,14 @@ class TemplateEngine:
             if hit is not None:
                 return hit
             try:
-                hit = Compiled(source, self.env.from_string(source), False)
+                file = self.files.get(source)
+                if file is None:
+                    template = self.env.from_string(source)
+                else:  # named by its file: what it includes resolves relative to it
+                    from podium.templating.partials import from_file
+
+                    template = from_file(self.env, source, file)
+                hit = Compiled(source, template, False)
             except TemplateSyntaxError as exc:
                 raise RenderFailure("syntax", f"template syntax error: {exc.message}",
                                     lineno=exc.lineno) from None

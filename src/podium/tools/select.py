@@ -14,7 +14,7 @@ import fnmatch
 from collections.abc import Callable
 
 from podium.language.model import McpServerConfig
-from podium.tools.base import DEFAULT_MAX_CHARS, Tool, Toolbox, ToolError
+from podium.tools.base import DEFAULT_MAX_CHARS, OutputLimit, Tool, Toolbox, ToolError
 from podium.tools.mcp import SEP, McpHub
 from podium.tools.workspace import WORKSPACE_TOOL_NAMES, Workspace
 
@@ -30,19 +30,23 @@ def build_toolbox(names: list[str] | None, working_dir: str,
                   servers: dict[str, McpServerConfig], hub: Callable[[], McpHub],
                   max_chars: int = DEFAULT_MAX_CHARS, *,
                   run_id: str | None = None,
-                  hidden: frozenset[str] = frozenset()) -> Toolbox | None:
+                  hidden: frozenset[str] = frozenset(),
+                  limit: OutputLimit | None = None) -> Toolbox | None:
     """The toolbox for `names` (see the module doc); None when the agent gets no tool.
-    Raises ToolError for an unknown name or a server that cannot be reached."""
+    `limit` (runtime.tool_output) replaces `max_chars`; read_file may read the files it
+    spills. Raises ToolError for an unknown name or a server that cannot be reached."""
     if names is not None and not names:
         return None
+    limit = limit if limit is not None else OutputLimit(max_chars)
     # the commands it runs carry PODIUM_RUN_ID, and never see `hidden` (the run's secrets)
-    workspace = Workspace(working_dir, run_id=run_id, hidden=hidden)
+    workspace = Workspace(working_dir, run_id=run_id, hidden=hidden,
+                          readable=(limit.spill_dir,) if limit.spill_dir else ())
     chosen: list[Tool] = []
     if names is None:
         chosen += workspace.tools()
         for server in servers:
             chosen += hub().tools(server, working_dir)
-        return Toolbox(chosen, max_chars)
+        return Toolbox(chosen, limit=limit)
     for name in dict.fromkeys(names):
         if name in WORKSPACE_TOOL_NAMES:
             chosen += workspace.tools((name,))
@@ -57,4 +61,4 @@ def build_toolbox(names: list[str] | None, working_dir: str,
             raise ToolError(f"MCP server '{server}' has no tool '{remote}' (it has: "
                             f"{', '.join(t.remote_name for t in listed) or 'none'})")
         chosen += found
-    return Toolbox(chosen, max_chars)
+    return Toolbox(chosen, limit=limit)

@@ -104,10 +104,14 @@ class Workspace:
     """The working directory of one agent execution and the tools that act inside it."""
 
     def __init__(self, root: str | Path, *, command_timeout: float = COMMAND_TIMEOUT,
-                 run_id: str | None = None, hidden: frozenset[str] = frozenset()) -> None:
+                 run_id: str | None = None, hidden: frozenset[str] = frozenset(),
+                 readable: tuple[Path, ...] = ()) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ToolError(f"working directory {self.root} does not exist")
+        # folders read_file may read besides the working directory (where the toolbox
+        # spills long tool results: tools/base.py)
+        self.readable = tuple(Path(r).resolve(strict=False) for r in readable)
         self.command_timeout = command_timeout
         self.run_id = run_id  # commands get it as PODIUM_RUN_ID
         self.hidden = HIDDEN_ENV | hidden  # variables commands never see
@@ -121,8 +125,9 @@ class Workspace:
 
     # ------------------------------------------------------------------ paths
 
-    def resolve(self, raw: Any, *, what: str = "path") -> Path:
-        """`raw` as an absolute path inside the working directory, or a ToolError."""
+    def resolve(self, raw: Any, *, what: str = "path", read: bool = False) -> Path:
+        """`raw` as an absolute path inside the working directory (or, to `read`, inside a
+        `readable` folder), or a ToolError."""
         if raw is None:
             raw = "."
         if not isinstance(raw, str) or "\x00" in raw:
@@ -131,19 +136,23 @@ class Workspace:
         if not candidate.is_absolute():
             candidate = self.root / candidate
         resolved = candidate.resolve(strict=False)
+        if read and any(resolved.is_relative_to(r) for r in self.readable):
+            return resolved
         if resolved != self.root and not resolved.is_relative_to(self.root):
             raise ToolError(f"'{raw}' is outside the working directory {self.root} "
                             "(paths, '..' and symlinks must stay inside it)")
         return resolved
 
     def shown(self, path: Path) -> str:
+        if not path.is_relative_to(self.root):
+            return str(path)  # a file of a `readable` folder
         rel = path.relative_to(self.root)
         return str(rel) if str(rel) != "." else "."
 
     # ------------------------------------------------------------------ files
 
     def read_file(self, args: dict[str, Any]) -> str:
-        path = self.resolve(args.get("path"))
+        path = self.resolve(args.get("path"), read=True)
         if not path.is_file():
             raise ToolError(f"'{args.get('path')}' is not a file")
         if path.stat().st_size > READ_MAX_BYTES:

@@ -1,0 +1,142 @@
+"""Validate checks for the Conductor keys that only some runtimes act on, so that none of them
+is accepted and then ignored:
+
+- `context_tier` (agent) and `runtime.default_context_tier`: only copilot takes them; a literal
+  must be `default` or `long_context`;
+- `skills` and `plugins` (runtime default, per agent): loaded by copilot and claude-agent-sdk,
+  given as folders; other providers, names, Conductor's built-in skill and the skill/plugin
+  plumbing (`skill_injection`, `skill_discovery`, `plugin_sources`) are errors;
+- an agent's `sandbox:` block configures Conductor's `aca` runtime: not supported by podium;
+- `runtime.tool_output.spill_to_file: false` turns Copilot's limit off: a warning.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from podium.language.diagnostics import KeyPath
+from podium.providers.catalog import RUNTIME_CAPABILITIES, canonical, info
+from podium.providers.skills import SkillProblem, plugin_dir, skill_dirs
+from podium.templating import is_template
+
+if TYPE_CHECKING:
+    from podium.check.semantic import Checker
+    from podium.language.model import AgentStep
+
+TIERS = ("default", "long_context")
+_RUNTIME: KeyPath = ("workflow", "runtime")
+
+
+def _takes(provider: str, what: str) -> bool:
+    caps = RUNTIME_CAPABILITIES.get(canonical(provider))
+    return bool(caps is not None and getattr(caps, what))
+
+
+def _having(what: str) -> str:
+    return ", ".join(n for n, c in RUNTIME_CAPABILITIES.items() if getattr(c, what))
+
+
+def check_runtime_keys(checker: Checker, agents: list[tuple[KeyPath, AgentStep]]) -> None:
+    """Add the diagnostics of the runtime-only keys of the workflow to `checker`."""
+    runtime = checker.wf.workflow.runtime
+    default = runtime.provider_name
+    placed = [(path, step, step.provider or default) for path, step in agents]
+    _check_context_tier(checker, placed)
+    for key in ("skills", "plugins"):
+        _check_list(checker, key, placed)
+    for key in ("skill_injection", "skill_discovery", "plugin_sources"):
+        if key in runtime.model_fields_set:
+            checker.err((*_RUNTIME, key), f"{key}: not supported by podium yet (skills and "
+                        "plugins are loaded only from the folders `skills:` and `plugins:` "
+                        "name)", code="not-supported")
+    out = runtime.tool_output
+    if out is not None and out.enabled and not out.spill_to_file and any(
+            canonical(p) == "copilot" for _, _, p in placed):
+        checker.warn((*_RUNTIME, "tool_output", "spill_to_file"), "on copilot, spill_to_file: "
+                     "false turns the tool output limit off (the Copilot runtime cannot cut a "
+                     "result without writing it to a file)", code="provider-capability")
+    for path, step, _ in placed:
+        if step.sandbox is not None:
+            checker.err((*path, "sandbox"), f"agent '{step.name}': sandbox: is not supported "
+                        "by podium (it configures Conductor's aca sandbox runtime)",
+                        code="not-supported")
+
+
+# --------------------------------------------------------------------------- context tier
+
+
+def _check_context_tier(checker: Checker, placed: list[tuple[KeyPath, AgentStep, str]]) -> None:
+    runtime = checker.wf.workflow.runtime
+    inheriting: list[str] = []
+    for path, step, pname in placed:
+        tier = step.context_tier
+        known = info(pname) is not None
+        if tier is None:
+            if known and not _takes(pname, "context_tier"):
+                inheriting.append(step.name)
+            continue
+        where = (*path, "context_tier")
+        if not is_template(tier) and tier not in TIERS:
+            checker.err(where, f"context_tier must be {' or '.join(TIERS)} (or a template), "
+                        f"not '{tier}'", code="schema", at="value")
+        elif known and not _takes(pname, "context_tier"):
+            checker.err(where, f"agent '{step.name}': context_tier: podium does not support "
+                        f"context tiers for provider '{canonical(pname)}' (only "
+                        f"{_having('context_tier')} has them)", code="provider-capability")
+    if runtime.default_context_tier is None or not inheriting:
+        return
+    where = (*_RUNTIME, "default_context_tier")
+    llm = [s.name for _, s, p in placed if info(p) is not None]
+    if len(inheriting) == len(llm):
+        checker.err(where, f"default_context_tier: podium does not support context tiers for "
+                    f"the providers these agents use (only {_having('context_tier')} has "
+                    "them)", code="provider-capability")
+    else:
+        shown = ", ".join(f"'{n}'" for n in inheriting[:3]) + (" ..." if len(inheriting) > 3
+                                                                 else "")
+        checker.warn(where, f"default_context_tier applies only to agents on "
+                     f"{_having('context_tier')}; not to {shown}", code="provider-capability")
+
+
+# --------------------------------------------------------------------------- skills, plugins
+
+
+def _check_list(checker: Checker, key: str, placed: list[tuple[KeyPath, AgentStep, str]]
+                ) -> None:
+    """`skills` or `plugins`: each entry loads, and every agent that gets them can."""
+    runtime = checker.wf.workflow.runtime
+    default: list[Any] | None = getattr(runtime, key)
+    base = checker.result.path.resolve().parent
+    resolve = skill_dirs if key == "skills" else plugin_dir
+    if default:
+        _check_entries(checker, (*_RUNTIME, key), default, base, resolve)
+    inheriting: list[tuple[str, str]] = []
+    for path, step, pname in placed:
+        own: list[Any] | None = getattr(step, key)
+        if own is None:
+            if default and info(pname) is not None and not _takes(pname, "skills"):
+                inheriting.append((step.name, canonical(pname)))
+            continue
+        _check_entries(checker, (*path, key), own, base, resolve)
+        if own and info(pname) is not None and not _takes(pname, "skills"):
+            checker.err((*path, key), f"agent '{step.name}': {key}: podium does not support "
+                        f"{key} for provider '{canonical(pname)}' yet (they load on "
+                        f"{_having('skills')})", code="provider-capability")
+    if inheriting:
+        providers = sorted({p for _, p in inheriting})
+        names = ", ".join(f"'{n}'" for n, _ in inheriting[:3]) + (
+            " ..." if len(inheriting) > 3 else "")
+        checker.err((*_RUNTIME, key), f"{key}: podium does not support {key} for provider "
+                    f"{', '.join(repr(p) for p in providers)} yet (agents {names} get this "
+                    f"list; {key} load on {_having('skills')})",
+                    f"give those agents '{key}: []'", code="provider-capability")
+
+
+def _check_entries(checker: Checker, where: KeyPath, entries: list[Any], base: Any,
+                   resolve: Any) -> None:
+    for j, entry in enumerate(entries):
+        try:
+            resolve(entry, base)
+        except SkillProblem as exc:
+            checker.err((*where, j), str(exc), code="skill", at="value")
+
