@@ -42,7 +42,7 @@ from podium.templating.sandbox import BoundedEnvironment, finalize
 __all__ = ["MAX_INT_BITS", "MAX_RENDER_BUILT", "MAX_RENDER_CHARS", "MAX_RENDER_SECONDS",
            "MAX_RENDER_STEPS", "MAX_VALUE_SIZE", "TOO_DEEP", "Compiled", "Deadline",
            "RenderFailure", "TemplateEngine", "coerce_output_value", "is_jinja_condition",
-           "is_template", "make_environment", "truthy_text"]
+           "is_template", "make_environment"]
 
 TOO_DEEP = "nesting too deep to read"
 
@@ -68,13 +68,6 @@ def is_template(text: str) -> bool:
 def is_jinja_condition(text: str) -> bool:
     """Conductor's rule: a route condition is Jinja when it contains both '{{' and '}}'."""
     return "{{" in text and "}}" in text
-
-
-def truthy_text(rendered: str) -> bool:
-    """Map a rendered condition to a boolean as Conductor does ('None' and '[]' are true)."""
-    text = rendered.strip().lower()
-    # 'true', '1', 'yes' and anything else non-empty ('None', '[]') are true, as in Conductor
-    return text not in ("false", "0", "no", "")
 
 
 class TemplateEngine:
