@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from podium.events.bus import Sink
     from podium.steps.state import RunState
     from podium.store.sqlite import SQLiteStore
+    from podium.telemetry import TelemetrySettings
 
 
 @dataclass
@@ -94,6 +95,12 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
             engine.bus.add(JsonlSink(log, append=state is not None))
         except OSError as exc:
             sys.stderr.write(f"podium: warning: cannot write the event log {log}: {exc}\n")
+    if wf.workflow.runtime.telemetry is not None or any(k.startswith("OTEL_") for k in os.environ):
+        from podium.telemetry import settings as telemetry_settings
+
+        traces = telemetry_settings(wf)
+        if traces is not None:  # only then is OpenTelemetry imported
+            _add_traces(engine, store, traces, resumed=state is not None)
     engine.checkpoints = True
     engine.store = store
 
@@ -104,6 +111,37 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
 
     engine.parker = park
     return engine
+
+
+def _add_traces(engine: Engine, store: SQLiteStore, traces: TelemetrySettings, *,
+                resumed: bool) -> None:
+    """The trace exporter observes the run. A resumed run continues the trace its first
+    attempt started: the trace id and root span id are kept in the run's options."""
+    try:
+        from podium.telemetry.spans import make_sink
+    except ImportError as exc:
+        sys.stderr.write(f"podium: warning: traces are configured but the OpenTelemetry SDK is "
+                         f"missing ({exc.name}): install podium[otel]; the run goes on "
+                         f"without traces\n")
+        return
+    kept: dict[str, Any] = {}
+    if resumed:
+        try:
+            kept = dict((store.get_run(engine.run_id).options or {}).get("trace") or {})
+        except Exception:  # a run not in the store yet (a sub-workflow's): a new trace
+            kept = {}
+
+    def keep(trace_id: str, span_id: str) -> None:
+        try:
+            options = store.get_run(engine.run_id).options or {}
+            store.update_run(engine.run_id, options={
+                **options, "trace": {"trace_id": trace_id, "span_id": span_id}})
+        except Exception as exc:
+            sys.stderr.write(f"podium: warning: cannot keep the trace id of run "
+                             f"{engine.run_id}: {exc}\n")
+
+    engine.bus.add(make_sink(traces, trace_id=kept.get("trace_id"),
+                             span_id=kept.get("span_id"), on_root=keep))
 
 
 def advance(engine: Engine, store: SQLiteStore, start: str | None = None) -> RunResult:

@@ -150,6 +150,9 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"advanced by pid {live.lease.owner.pid} on {live.lease.owner.host}\n")
         w(f"workflow: {run.workflow_path}\n")
         w(f"inputs: {json.dumps(run.inputs, ensure_ascii=False)}\n")
+        trace = (run.options or {}).get("trace") or {}
+        if trace.get("trace_id"):  # kept when the run exported OpenTelemetry traces
+            w(f"trace: {trace['trace_id']}\n")
         if run.parent_run_id:
             w(f"parent run: {run.parent_run_id}\n")
         if run.forked_from:

@@ -704,6 +704,16 @@ class SkillDiscoveryConfig(Strict):
     exclude: list[str] = []
 
 
+class TelemetryConfig(Strict):
+    """podium extension (Conductor has no traces): OpenTelemetry export of the run's spans.
+    The standard OTEL_* variables win over these keys (docs/decisions/0014-telemetry.md)."""
+
+    enabled: bool = True
+    endpoint: str | None = None  # OTLP/HTTP: a base URL (…:4318) or the traces URL (…/v1/traces)
+    service_name: str | None = None
+    capture_content: bool = False  # prompts, completions, tool arguments and results
+
+
 class RuntimeConfig(Lenient):
     provider: str | ProviderConfig = "copilot"
     default_model: str | None = None
@@ -723,6 +733,7 @@ class RuntimeConfig(Lenient):
     skill_discovery: SkillDiscoveryConfig | None = None
     plugin_sources: Any = None
     plugins: list[Any] | None = None
+    telemetry: TelemetryConfig | None = None  # podium extension: OpenTelemetry traces
 
     @property
     def provider_name(self) -> str:

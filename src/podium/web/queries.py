@@ -141,6 +141,13 @@ class Reader:
         data["error"] = row["error"]
         data["output"] = self._json_column(run_id, "output")
         data["inputs"] = self._json_column(run_id, "inputs")
+        options = self._json_column(run_id, "options")
+        trace = options.get("trace") if isinstance(options, dict) else None
+        if isinstance(trace, dict) and trace.get("trace_id"):  # the run exported OpenTelemetry traces
+            from podium.telemetry import trace_link
+
+            data["trace_id"] = str(trace["trace_id"])
+            data["trace_url"] = trace_link(data["trace_id"])  # PODIUM_TRACE_URL's template
         children = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run_id = ? "
                               "ORDER BY created_at", (run_id,))
         chain: list[dict[str, Any]] = []

@@ -144,6 +144,10 @@ export function runPage(main, runId, nav, setCrumbs) {
       h('span', null, `${run.iterations} step${run.iterations === 1 ? '' : 's'}`),
       h('span', null, `${fmtTokens(run.input_tokens + run.output_tokens)} tokens`),
       h('span', {title: run.cost_partial ? 'some models are unpriced' : ''}, fmtCost(run.cost_usd, run.cost_partial)));
+    if (run.trace_id) {  // OpenTelemetry: linked when PODIUM_TRACE_URL is set
+      facts.append(h('span', {class: 'mono', title: 'OpenTelemetry trace id'}, 'trace ',
+        run.trace_url ? h('a', {href: run.trace_url, target: '_blank', rel: 'noopener'}, run.trace_id) : run.trace_id));
+    }
     const canStop = run.status === 'running' && (run.live || run.state === 'interrupted');
     stopButton.hidden = !canStop;
     if (!stopButton.dataset.armed) stopButton.textContent = run.state === 'interrupted' ? 'Mark interrupted' : 'Stop run';
