@@ -158,11 +158,6 @@ def _known() -> dict[str, str]:
 KNOWN_PROVIDERS: dict[str, str] = _known()
 
 
-class ProviderRegistry:
-    """Creates each provider once per run, lazily, and so reuses its client (and connections)
-    across calls; `override` forces one provider for every agent. It also holds other
-    run-scoped resources agents share (`shared`), such as MCP server connections."""
-
 # The SDK module each provider imports, and the extra of podium that installs it.
 SDK_EXTRAS: dict[str, tuple[str, str]] = {
     "openai": ("openai", "openai"), "azure": ("openai", "openai"),
@@ -170,6 +165,11 @@ SDK_EXTRAS: dict[str, tuple[str, str]] = {
     "claude-agent-sdk": ("claude_agent_sdk", "claude-agent"),
 }
 
+
+class ProviderRegistry:
+    """Creates each provider once per run, lazily, and so reuses its client (and connections)
+    across calls; `override` forces one provider for every agent. It also holds other
+    run-scoped resources agents share (`shared`), such as MCP server connections."""
 
     def __init__(self, override: Provider | None = None,
                  factories: dict[str, Callable[[], Provider]] | None = None) -> None:
