@@ -201,16 +201,16 @@ class ProviderRegistry:
             raise ProviderError(f"provider '{name}' is not available (podium has: "
                                 f"{describe_known()}); run offline with --responses FILE to "
                                 "use scripted answers")
-        module, attr = KNOWN_PROVIDERS[name].split(":")
-        make = getattr(importlib.import_module(module), attr)
-        if settings is None:
-            from podium.providers.settings import ProviderSettings
-
         sdk, extra = SDK_EXTRAS.get(name, (None, None))
         if sdk is not None and importlib.util.find_spec(sdk) is None:
             raise ProviderError(f"provider '{name}' needs its SDK ({sdk}), which is not "
                                 f"installed: pip install 'podium[{extra}]' (or, in a checkout, "
                                 f"uv sync --extra {extra})")
+        module, attr = KNOWN_PROVIDERS[name].split(":")
+        make = getattr(importlib.import_module(module), attr)
+        if settings is None:
+            from podium.providers.settings import ProviderSettings
+
             return make(ProviderSettings(name))  # type: ignore[no-any-return]
         from podium.providers.settings import SettingsError
 
