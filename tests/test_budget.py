@@ -185,3 +185,31 @@ def test_graph_mermaid_and_dot() -> None:
     assert bad.returncode == 2
     missing = _cli("graph", "nope.yaml")
     assert missing.returncode == 3
+
+
+SUBFLOW = Path(__file__).resolve().parents[1] / "examples" / "dev-review-subworkflow"
+
+
+def test_a_sub_workflows_agents_count_in_the_parents_cost_forecast() -> None:
+    child = analyse_budget(validate_file(SUBFLOW / "dev-loop.yaml")).cost
+    parent = analyse_budget(validate_file(SUBFLOW / "workflow.yaml")).cost
+    loop = parent["per_execution"]["dev_loop"]
+    assert loop["kind"] == "sub-workflow"
+    child_ranges = [v for v in child["outcomes"].values() if v["min_usd"] is not None]
+    assert loop["max_usd"] == max(v["max_usd"] for v in child_ranges)
+    assert loop["min_usd"] == min(v["min_usd"] for v in child_ranges)
+    assert loop["max_usd"] > 0
+    # an outcome reached through the sub-workflow costs at least what one run of it costs
+    accepted = parent["outcomes"]["accepted"]
+    assert accepted["max_usd"] >= loop["max_usd"]
+    assert accepted["min_usd"] >= loop["min_usd"]
+
+
+def test_a_counter_no_route_reads_does_not_make_the_analysis_endless() -> None:
+    """dev-loop.yaml counts its reviews in a `set` step whose bound lives in a bare
+    condition: the path search must still end (it did not)."""
+    proc = subprocess.run([sys.executable, "-m", "podium", "validate", "--budget",
+                           str(SUBFLOW / "dev-loop.yaml")], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "cost forecast" in proc.stdout

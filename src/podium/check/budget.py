@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jinja2 import nodes
@@ -28,6 +29,7 @@ from podium.language.model import (
     SetStep,
     TerminateStep,
     WorkflowFile,
+    WorkflowStep,
 )
 from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition
 
@@ -271,6 +273,7 @@ class _Analysis:
         self.graph = RouteGraph.build(wf)
         self.steps = {s.name: s for s in reversed(wf.agents)}
         self.groups: dict[str, ParallelGroup] = {g.name: g for g in wf.parallel}
+        self.children: dict[str, dict[str, Any]] = {}  # sub-workflow steps: their cost
         self.counters: dict[str, Counter] = {}
         for s in wf.agents:
             if isinstance(s, SetStep):
@@ -325,7 +328,9 @@ class _Analysis:
 
     def execute(self, node: str, values: dict[str, float | None]) -> dict[str, float | None]:
         c = self.counters.get(node)
-        if c is None:
+        if c is None or node not in self.caps:
+            # a counter no route threshold reads does not steer the run: tracking its value
+            # would only make the path search endless
             return values
         new = dict(values)
         prev = values.get(node)
@@ -480,10 +485,12 @@ class _Analysis:
         return f"back from {last} by its default route"
 
 
-def analyse_budget(result: LoadResult) -> BudgetReport:
+def analyse_budget(result: LoadResult, _seen: frozenset[Path] = frozenset()) -> BudgetReport:
+    """`_seen`: the sub-workflow files above this one (a cycle is not followed)."""
     wf = result.model
     assert wf is not None
     a = _Analysis(wf)
+    a.children = _subworkflow_costs(result, _seen | {result.path.resolve()})
     short = a.shortest()
     long_, complete = a.longest()
     loops = a.loops()
@@ -598,6 +605,10 @@ def _forecast(a: _Analysis, report: BudgetReport) -> dict[str, Any]:
         if checks is not None:
             per_exec[s.name] = checks
 
+    for name, child in a.children.items():  # a sub-workflow costs what its runs cost
+        per_exec[name] = child
+        unpriced.update(child.get("unpriced_models", []))
+
     def path_cost(path: list[str], pick: int) -> float:
         key = ("min_usd", "max_usd")[pick]
         return sum(per_exec[n][key] if n in per_exec else per_step[n][pick]
@@ -625,6 +636,42 @@ def _forecast(a: _Analysis, report: BudgetReport) -> dict[str, Any]:
             "ceiling_usd": round(most * report.max_iterations, 4),
             "unpriced_models": sorted(unpriced),
             "budget_usd": a.wf.workflow.limits.budget_usd}
+
+
+def _subworkflow_costs(result: LoadResult, seen: frozenset[Path]) -> dict[str, dict[str, Any]]:
+    """What one execution of each `type: workflow` step costs: the cheapest and the dearest
+    outcome of its file's own forecast (its agents, and its sub-workflows', recursively)."""
+    from podium.check.semantic import resolve_subworkflow
+    from podium.check.validate import validate_file
+    from podium.language.source import FileUnreadable
+
+    wf = result.model
+    assert wf is not None
+    out: dict[str, dict[str, Any]] = {}
+    for step in wf.agents:
+        if not isinstance(step, WorkflowStep):
+            continue
+        path = resolve_subworkflow(result.path.parent, step.workflow)
+        if path is None or path.resolve() in seen or len(seen) > 10:
+            continue
+        try:
+            child = validate_file(path)
+        except FileUnreadable:
+            continue
+        if child.model is None or child.sink.errors:
+            continue
+        cost = analyse_budget(child, seen).cost
+        ranges = [v for v in cost.get("outcomes", {}).values() if v.get("min_usd") is not None]
+        if not ranges:
+            continue
+        lo = min(float(v["min_usd"]) for v in ranges)
+        hi = max(float(v["max_usd"]) for v in ranges if v.get("max_usd") is not None)
+        out[step.name] = {"kind": "sub-workflow", "workflow": step.workflow,
+                          "calls_min": 0, "calls_max": 0, "min_usd": lo, "max_usd": hi,
+                          "extra": [f"sub-workflow {step.workflow}, its cheapest to its "
+                                    "dearest outcome"],
+                          "unpriced_models": cost.get("unpriced_models", [])}
+    return out
 
 
 def _checked_execution(step: AgentStep, one: tuple[float, float] | None,
@@ -715,6 +762,10 @@ def format_budget(data: dict[str, Any]) -> str:
             if o["min_usd"] is not None:
                 lines.append(f"    {name}: ${o['min_usd']:.4f} - ${o['max_usd']:.4f}")
         for name, x in cost.get("per_execution", {}).items():
+            if x.get("kind") == "sub-workflow":
+                lines.append(f"    {name}: ${x['min_usd']:.4f} - ${x['max_usd']:.4f} per "
+                             f"execution ({'; '.join(x['extra'])})")
+                continue
             lines.append(f"    {name}: {x['calls_min']}-{x['calls_max']} model calls per "
                          f"execution, ${x['min_usd']:.4f} - ${x['max_usd']:.4f} "
                          f"({'; '.join(x['extra'])})")
