@@ -62,9 +62,10 @@ def _typed(name: str, text: str, decl: InputDef) -> Any:
     raise UsageError(f"--input {name}: expected a {t}, got {shown!r}")
 
 
-def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) -> dict[str, Any]:
-    """Inputs from --input-file then --input (later wins), checked against the declarations,
-    with defaults applied as Conductor does (spec 2.4)."""
+def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None,
+                 json_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Inputs from --input-file then --input then --input-json (later wins), checked
+    against the declarations, with defaults applied as Conductor does (spec 2.4)."""
     declared = wf.workflow.input
     given: dict[str, Any] = {}
     if input_file is not None:
@@ -78,6 +79,7 @@ def parse_inputs(wf: WorkflowFile, pairs: list[str], input_file: Path | None) ->
             raise UsageError(f"--input {pair!r}: the name is empty")
         given[name] = _typed(name, text.strip(), declared[name]) if name in declared \
             else coerce_cli_value(text, name)
+    given.update(json_values or {})
     return resolve_inputs(wf, given)
 
 

@@ -33,6 +33,9 @@ class LaunchOptions:
     # observers of the run's events that the surface adds (the terminal's progress)
     observers: list[Sink] = field(default_factory=list)
     interactive: bool | None = None  # None: when stdin is a terminal
+    # --workspace-instructions / --instructions FILE texts (app/instructions.py)
+    workspace_instructions: str | None = None
+    cli_instructions: str | None = None
 
 
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
@@ -68,7 +71,9 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(override),
                     answerer=ChainAnswerer(answerers),
                     options=RunOptions(skip_gates=opts.skip_gates, interactive=interactive,
-                                       provider_override=opts.provider, record=opts.record),
+                                       provider_override=opts.provider, record=opts.record,
+                                       workspace_instructions=opts.workspace_instructions,
+                                       cli_instructions=opts.cli_instructions),
                     run_id=run_id, state=state, start_seq=start_seq)
     answerers.append(StoreAnswerer(store))
     if scripted is not None:
@@ -103,6 +108,10 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
             _add_traces(engine, store, traces, resumed=state is not None)
     engine.checkpoints = True
     engine.store = store
+    from podium.app.guidance import store_source
+
+    # guidance `podium guide` queues in the store reaches the next agent step (spec 5.4)
+    engine.services.guidance_source = store_source(store, engine.run_id)
 
     def park(request: Any) -> None:
         options = [o.model_dump(exclude_none=True) for o in request.options]

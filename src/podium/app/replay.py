@@ -75,7 +75,11 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
         return {**base, "why": f"the run was given secret inputs: set {exc} in the "
                 "environment to replay it", "error_code": exitcodes.INVALID}
     engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(),
-                    answerer=ChainAnswerer([]), options=RunOptions(skip_gates=False))
+                    answerer=ChainAnswerer([]), options=RunOptions(
+                        skip_gates=False,
+                        workspace_instructions=recording.instructions.get("workspace"),
+                        cli_instructions=recording.instructions.get("cli")))
+    engine.services.guidance_source = recording.guidance_before  # as the run took it in
     control = ReplayControl()
     attach_replay(engine, recording, control)
     memory = MemorySink()

@@ -111,6 +111,9 @@ class ResumeRequest:
     json_out: bool = False
     provider: str | None = None
     events: Path | None = None
+    guidance: list[str] = field(default_factory=list)  # --guidance TEXT (spec 5.4)
+    metadata: dict[str, str] = field(default_factory=dict)  # --metadata K=V, added
+    interactive: bool | None = None  # --no-interactive: False
 
 
 def root_of(store: RunStore, run: RunRecord) -> RunRecord:
@@ -137,7 +140,20 @@ def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
     """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
     from `req.from_step`. RunOwned (exit 2) when a live process advances it."""
     root = root_of(store, store.find_run(run_id))
+    if req.guidance:  # queued before the run goes on: its first agent step takes it in
+        from podium.app.guidance import checked
+
+        texts = [checked(t) for t in req.guidance]
     with owning(store, root.id, "resume"):
+        if req.guidance or req.metadata:
+            options = dict(store.get_run(root.id).options or {})
+            if req.guidance:
+                from podium.app.guidance import queued
+
+                options["guidance"] = [*queued(options), *texts]
+            if req.metadata:
+                options["metadata"] = {**dict(options.get("metadata") or {}), **req.metadata}
+            store.update_run(root.id, options=options)
         run = store.get_run(root.id)  # as it is now that this process owns it
         return _resume_owned(store, run, req, observers or [])
 
@@ -172,8 +188,13 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
     skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
     if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
         store.update_run(run.id, options={**original, "skip_gates": skip})
+    first = next((e for e in events if e["type"] == "run_started"), {})
+    kept = first.get("instructions") or {}  # the run's first prompts had these: so do the next
     opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),
-                         req.events, req.json_out, observers=observers)
+                         req.events, req.json_out, observers=observers,
+                         interactive=req.interactive,
+                         workspace_instructions=kept.get("workspace"),
+                         cli_instructions=kept.get("cli"))
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
@@ -183,6 +204,8 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
+    engine.services.guidance = [str(e.get("text", "")) for e in events
+                                if e["type"] == "guidance_added"]
     check_providers(engine)
     upto = state_seq if state_seq is not None else last_seq
     engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
@@ -340,7 +363,8 @@ class Stopped:
     marked: bool = False  # its process was gone: this call marked it interrupted
 
 
-def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
+def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0,
+             force: bool = False) -> Stopped:
     """Ask the process that advances a run to stop (SIGTERM: it keeps its checkpoint), after
     checking that the lease's owner is still that process. A run whose owner is gone is
     marked interrupted. With `wait`, waits up to that long for the run to stop."""
@@ -371,6 +395,18 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
             break
         time.sleep(0.05)
     final = liveness(store, store.get_run(run.id)).status
+    if final == "running" and force:  # --force: it did not stop in time; kill it
+        from podium.app.owners import process_start
+
+        start = process_start(owner.pid)
+        if start is not None and abs(start - owner.pid_start) < 0.01:
+            os.kill(owner.pid, signal.SIGKILL)
+            time.sleep(0.2)
+        store.update_run(run.id, status="interrupted")
+        return Stopped(run.id, "interrupted", owner.pid,
+                       f"run {run.id} did not stop within {wait:g}s and was killed (pid "
+                       f"{owner.pid}); it resumes from its last checkpoint: podium resume "
+                       f"{run.id}")
     return Stopped(run.id, final, owner.pid,
                    f"run {run.id} stopped (status: {final}); resume it with "
                    f"podium resume {run.id}" if final != "running" else
@@ -381,15 +417,37 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0) -> Stopped:
 
 
 def list_runs(store: RunStore, *, status: str | None = None, workflow: str | None = None,
-              limit: int = 50) -> list[tuple[RunRecord, Liveness]]:
+              limit: int = 50, metadata: dict[str, str] | None = None
+              ) -> list[tuple[RunRecord, Liveness]]:
     """Runs newest first, each with its liveness; `status` filters on what people see (a
-    `running` run whose process died is listed as `interrupted`)."""
+    `running` run whose process died is listed as `interrupted`); `metadata` keeps the runs
+    whose --metadata has every KEY=VALUE given."""
     stored: str | tuple[str, ...] | None = status
     if status == "interrupted":  # interrupted, and running runs whose process died
         stored = ("interrupted", "running")
-    rows = store.list_runs(status=stored, workflow=workflow,
-                           limit=limit if status not in ("interrupted", "running") else 10_000)
+    wide = status in ("interrupted", "running") or bool(metadata)
+    rows = store.list_runs(status=stored, workflow=workflow, limit=10_000 if wide else limit)
+    if metadata:
+        rows = [r for r in rows if all(str(run_metadata(r).get(k)) == v and k in run_metadata(r)
+                                       for k, v in metadata.items())]
     out = [(r, liveness(store, r)) for r in rows]
     if status in ("interrupted", "running"):
-        out = [(r, lv) for r, lv in out if lv.status == status][:limit]
+        out = [(r, lv) for r, lv in out if lv.status == status]
+    return out[:limit]
+
+
+def run_metadata(run: RunRecord) -> dict[str, str]:
+    """The KEY=VALUE pairs the run was started (or resumed) with by --metadata."""
+    raw = (run.options or {}).get("metadata")
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
+    """The top-level runs a live process on this machine advances now, newest first."""
+    host = this_host()
+    out = []
+    for r, lv in list_runs(store, status="running", limit=10_000):
+        if r.parent_run_id is None and lv.live and lv.lease is not None \
+                and lv.lease.owner.host == host:
+            out.append((r, lv))
     return out

@@ -38,12 +38,28 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+ROOT = {"quiet": False, "silent": False}  # podium --quiet / --silent, read by run and resume
+
+
 @app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="run/resume: only lifecycle and routes.")] = False,
+    silent: Annotated[bool, typer.Option("--silent", "-s", help="run/resume: no progress, "
+                                         "only the result on stdout.")] = False,
 ) -> None:
     """podium: deterministic orchestration of LLM agents, scripts and people."""
+    if quiet and silent:
+        raise typer.BadParameter("--quiet and --silent exclude each other")
+    ROOT.update(quiet=quiet, silent=silent)
+
+
+def _verbosity(quiet: bool, verbose: bool) -> int:
+    if ROOT["silent"]:
+        return -1
+    return 0 if quiet or ROOT["quiet"] else (2 if verbose else 1)
 
 
 @app.command()
@@ -94,6 +110,37 @@ def run(
     web: Annotated[bool, typer.Option(
         "--web", help="Also serve the web console on a free loopback port (URL on stderr) "
         "until the run ends; its gates are answered there.")] = False,
+    input_json: Annotated[list[str] | None, typer.Option(
+        "--input-json", metavar="NAME=JSON", help="A workflow input whose value is JSON "
+        "(repeatable).")] = None,
+    metadata: Annotated[list[str] | None, typer.Option(
+        "--metadata", "-m", metavar="KEY=VALUE", help="Kept with the run, shown by runs, show "
+        "and status, filtered by runs --metadata (repeatable).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Validate, print the route plan and the step budgets; run "
+        "nothing.")] = False,
+    log_file: Annotated[str | None, typer.Option(
+        "--log-file", "-l", metavar="PATH", help="Also write the full (verbose) progress to "
+        "PATH, or with auto to $PODIUM_HOME/logs.")] = None,
+    no_interactive: Annotated[bool, typer.Option(
+        "--no-interactive", help="Never prompt: a human gate parks the run (answer it with "
+        "podium gate answer).")] = False,
+    web_port: Annotated[int | None, typer.Option(
+        "--web-port", metavar="PORT", help="The console's port (0: a free one); implies "
+        "--web.")] = None,
+    web_bg: Annotated[bool, typer.Option(
+        "--web-bg", help="Run in the background with the console; print its URL and "
+        "return.")] = False,
+    workspace_instructions: Annotated[bool, typer.Option(
+        "--workspace-instructions", help="Give every agent the AGENTS.md, CLAUDE.md, "
+        ".github/copilot-instructions.md and .github/instructions files found from here up "
+        "to the repository root.")] = False,
+    instructions: Annotated[list[Path] | None, typer.Option(
+        "--instructions", metavar="FILE", help="Give every agent this file's text "
+        "(repeatable).")] = None,
+    print_loaded_instructions: Annotated[bool, typer.Option(
+        "--print-loaded-instructions", help="List the files --workspace-instructions "
+        "found (stderr).")] = False,
 ) -> None:
     """Run a workflow. Progress goes to stderr, the final output (JSON) to stdout.
 
@@ -103,10 +150,18 @@ def run(
     from podium.cli.run_cmd import RunRequest, run_command
     ready()
 
-    verbosity = 0 if quiet else (2 if verbose else 1)
+    if web and web_bg:
+        raise typer.BadParameter("--web and --web-bg exclude each other")
+    verbosity = _verbosity(quiet, verbose)
     req = RunRequest(file, inputs or [], input_file, skip_gates, responses, json_out, verbosity,
-                     provider, events, record=not no_record)
-    if web:
+                     provider, events, record=not no_record, input_json=input_json or [],
+                     metadata=metadata or [], dry_run=dry_run, log_file=log_file,
+                     interactive=False if no_interactive else None, web_port=web_port or 0,
+                     web_bg=web_bg, workspace_instructions=workspace_instructions,
+                     instructions=instructions or [],
+                     print_loaded_instructions=print_loaded_instructions,
+                     silent=verbosity < 0)
+    if (web or web_port is not None) and not dry_run and not web_bg:
         from podium.web.server import ConsoleHooks
 
         raise typer.Exit(run_command(req, hooks=ConsoleHooks(req)))
@@ -151,6 +206,17 @@ def resume(
     provider: Annotated[str | None, typer.Option("--provider", "-p", metavar="NAME")] = None,
     events: Annotated[Path | None, typer.Option(
         "--events", help="Also append the JSONL event log to this file.", metavar="FILE")] = None,
+    guidance: Annotated[list[str] | None, typer.Option(
+        "--guidance", metavar="TEXT", help="Guidance every later agent prompt lists under "
+        "[User Guidance] (repeatable).")] = None,
+    metadata: Annotated[list[str] | None, typer.Option(
+        "--metadata", "-m", metavar="KEY=VALUE", help="Add to the run's metadata "
+        "(repeatable).")] = None,
+    no_interactive: Annotated[bool, typer.Option(
+        "--no-interactive", help="Never prompt: a human gate parks the run.")] = False,
+    log_file: Annotated[str | None, typer.Option(
+        "--log-file", "-l", metavar="PATH", help="Also write the full progress to PATH (or "
+        "auto).")] = None,
 ) -> None:
     """Continue a stored run from its last committed step (same run id, one history)."""
     from podium.cli.resume_cmd import ResumeRequest, resume_command
@@ -158,7 +224,8 @@ def resume(
 
     raise typer.Exit(resume_command(ResumeRequest(
         run_id, from_step, allow_changed, skip_gates, responses,
-        0 if quiet else (2 if verbose else 1), json_out, provider, events)))
+        _verbosity(quiet, verbose), json_out, provider, events, guidance=guidance or [],
+        interactive=False if no_interactive else None), metadata or [], log_file))
 
 
 @app.command()
@@ -169,12 +236,15 @@ def runs(
                                                  help="Only runs of this workflow.", metavar="WORKFLOW")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.", metavar="N")] = 30,
     output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.", metavar="FORMAT")] = "text",
+    metadata: Annotated[list[str] | None, typer.Option(
+        "--metadata", "-m", metavar="KEY=VALUE", help="Only runs started with this "
+        "--metadata (repeatable: all must match).")] = None,
 ) -> None:
     """List recent runs, newest first (id, workflow, status, step, age, tokens, cost)."""
     from podium.cli.runs_cmd import runs_command
     ready()
 
-    raise typer.Exit(runs_command(status, workflow, limit, output_format))
+    raise typer.Exit(runs_command(status, workflow, limit, output_format, metadata or []))
 
 
 @app.command()
@@ -205,15 +275,58 @@ def events(
 
 @app.command()
 def stop(
-    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
-                                          show_default=False, metavar="RUN_ID")],
+    run_id: Annotated[str | None, typer.Argument(help="The run id (or a unique prefix).",
+                                                 show_default=False, metavar="RUN_ID")] = None,
+    run_id_opt: Annotated[str | None, typer.Option(
+        "--run-id", help="The run id (as the argument).", metavar="RUN_ID")] = None,
+    stop_all: Annotated[bool, typer.Option(
+        "--all", help="Every run a live process on this machine advances.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Kill a run that has not stopped after --wait (SIGKILL); it "
+        "resumes from its last checkpoint.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="--all without asking.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the stop.", metavar="SECONDS")] = 15.0,
 ) -> None:
-    """Stop a running run gracefully (it keeps its checkpoint and stays resumable)."""
-    from podium.cli.runs_cmd import stop_command
+    """Stop a running run gracefully (it keeps its checkpoint and stays resumable).
+
+    Exit codes: 0 stopped (or not running), 2 usage, 3 a run is still running.
+    """
+    from podium.cli.conductor_cmd import stop_command
     ready()
 
-    raise typer.Exit(stop_command(run_id, wait))
+    if run_id is not None and run_id_opt is not None and run_id != run_id_opt:
+        raise typer.BadParameter("give the run id once (RUN_ID or --run-id)")
+    raise typer.Exit(stop_command(run_id or run_id_opt, stop_all, force=force, yes=yes,
+                                  json_out=json_out, wait=wait))
+
+
+@app.command()
+def status(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
+) -> None:
+    """The runs a live process on this machine advances now (id, workflow, step, pid)."""
+    from podium.cli.conductor_cmd import status_command
+    ready()
+
+    raise typer.Exit(status_command(json_out))
+
+
+@app.command()
+def guide(
+    run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
+                                          show_default=False, metavar="RUN_ID")],
+    text: Annotated[list[str], typer.Option(
+        "--text", "-t", metavar="TEXT", help="The guidance (repeatable; 10,000 characters "
+        "each at most).", show_default=False)],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Give a running or parked run guidance: every later agent prompt lists it under
+    [User Guidance]; it is recorded as an event and replayed."""
+    from podium.cli.conductor_cmd import guide_command
+    ready()
+
+    raise typer.Exit(guide_command(run_id, text, json_out))
 
 
 @app.command()
@@ -346,6 +459,7 @@ def gate_list(
     raise typer.Exit(gate_list_command(output_format))
 
 
+@gate_app.command("respond", help="Alias of gate answer (Conductor's name).")
 @gate_app.command("answer")
 def gate_answer(
     run_id: Annotated[str, typer.Argument(help="The run id (or a unique prefix).",
@@ -368,6 +482,26 @@ def gate_answer(
     req = ResumeRequest(run_id, verbosity=0 if quiet else (2 if verbose else 1),
                         json_out=json_out)
     raise typer.Exit(gate_answer_command(run_id, value, text, not no_resume, req))
+
+
+checkpoint_app = typer.Typer(help="Checkpoints: where stored runs resume from.",
+                             no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(checkpoint_app, name="checkpoint")
+
+
+@checkpoint_app.command("list")
+def checkpoint_list(
+    run_id: Annotated[str | None, typer.Argument(
+        help="Only this run's checkpoints (default: every run's latest).", show_default=False,
+        metavar="RUN_ID")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many.", metavar="N")] = 30,
+) -> None:
+    """List checkpoints, newest first: run, workflow, time, the step done and the next."""
+    from podium.cli.conductor_cmd import checkpoint_list_command
+    ready()
+
+    raise typer.Exit(checkpoint_list_command(run_id, json_out, limit))
 
 
 fleet_app = typer.Typer(help="Every run on this machine: the fleet TUI (podium[tui]), or "
@@ -452,6 +586,14 @@ def command_app(args: list[str]) -> typer.Typer:
     return only
 
 
+def _after_root(args: list[str]) -> list[str]:
+    """The arguments from the command name on (past root options such as --silent)."""
+    i = 0
+    while i < len(args) and args[i] in ("--quiet", "-q", "--silent", "-s"):
+        i += 1
+    return args[i:]
+
+
 def _command_name(info: CommandInfo) -> str:
     if info.name:
         return info.name
@@ -462,7 +604,11 @@ def _command_name(info: CommandInfo) -> str:
 def main() -> None:
     """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
     try:
-        command_app(sys.argv[1:])()
+        from podium.cli.conductor_cmd import expand_dotted_inputs
+
+        if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
+            sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
+        command_app(_after_root(sys.argv[1:]))()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None

@@ -16,21 +16,29 @@ __all__ = ["ResumeRequest", "gate_answer_command", "resume_command"]
 def _observers(req: ResumeRequest) -> list[object]:
     from podium.events.sinks.console import ConsoleSink
 
+    if req.verbosity < 0:  # podium --silent
+        return []
     return [ConsoleSink(sys.stderr, req.verbosity)]
 
 
-def resume_command(req: ResumeRequest) -> int:
+def resume_command(req: ResumeRequest, metadata: list[str] | None = None,
+                   log_file: str | None = None) -> int:
     from podium.app.home import open_store
     from podium.app.launch import LaunchOptions
     from podium.app.runs import resume_run
+    from podium.cli.conductor_cmd import log_sink, parse_metadata
 
     try:
+        req.metadata = parse_metadata(metadata or [])
+        observers = _observers(req)
+        if log_file:
+            observers.append(log_sink(log_file, req.run_id))
         store = open_store()
     except PodiumError as exc:
         return fail("", exc)
     try:
-        done = resume_run(store, req.run_id, req, _observers(req))
-        return report(done, LaunchOptions(json_out=req.json_out))
+        done = resume_run(store, req.run_id, req, observers)
+        return report(done, LaunchOptions(verbosity=req.verbosity, json_out=req.json_out))
     except PodiumError as exc:
         return fail("", exc)
     finally:

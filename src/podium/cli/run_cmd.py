@@ -34,6 +34,18 @@ class RunRequest:
     provider: str | None = None
     events: Path | None = None
     record: bool = True
+    # Conductor's run flags (spec 11)
+    input_json: list[str] = field(default_factory=list)  # NAME=JSON
+    metadata: list[str] = field(default_factory=list)  # KEY=VALUE, kept with the run
+    dry_run: bool = False
+    log_file: str | None = None  # PATH or auto
+    interactive: bool | None = None  # --no-interactive: False
+    web_port: int = 0
+    web_bg: bool = False
+    workspace_instructions: bool = False
+    instructions: list[Path] = field(default_factory=list)
+    print_loaded_instructions: bool = False
+    silent: bool = False  # podium --silent: only the result on stdout
 
 
 class RunHooks(Protocol):
@@ -59,26 +71,52 @@ def fail(command: str, exc: PodiumError) -> int:
 
 def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
     from podium.app.home import open_store
+    from podium.app.instructions import describe, gather
     from podium.app.launch import LaunchOptions
     from podium.app.runs import StartRequest, start_run
+    from podium.cli.conductor_cmd import (
+        dry_run,
+        log_sink,
+        parse_input_json,
+        parse_metadata,
+        start_in_background,
+    )
     from podium.events.sinks.console import ConsoleSink
 
     warnings: list[str] = []
     wf, code = load_valid(req.file, warnings)
     if wf is None:
         return code
-    opts = LaunchOptions(req.skip_gates, req.responses, req.verbosity, req.provider, req.events,
-                         req.json_out, req.record,
-                         observers=[ConsoleSink(sys.stderr, req.verbosity, after_start=warnings)])
+    if req.dry_run:
+        return dry_run(req.file, wf)
     try:
-        inputs = parse_inputs(wf, req.inputs, req.input_file)
+        metadata = parse_metadata(req.metadata)
+        inputs = parse_inputs(wf, req.inputs, req.input_file,
+                              parse_input_json(req.input_json))
+        if req.web_bg:
+            return start_in_background(req)
+        given = gather(req.workspace_instructions, req.instructions)
+    except PodiumError as exc:
+        return fail("run", exc)
+    if req.print_loaded_instructions and req.workspace_instructions:
+        sys.stderr.write(describe(given.found))
+    observers: list[Any] = [] if req.silent else [
+        ConsoleSink(sys.stderr, req.verbosity, after_start=warnings)]
+    if req.log_file:
+        observers.append(log_sink(req.log_file, wf.workflow.name))
+    opts = LaunchOptions(req.skip_gates, req.responses, -1 if req.silent else req.verbosity,
+                         req.provider, req.events, req.json_out, req.record,
+                         observers=observers, interactive=req.interactive,
+                         workspace_instructions=given.workspace, cli_instructions=given.cli)
+    try:
         store = open_store()
     except PodiumError as exc:
         return fail("run", exc)
     try:
         start = StartRequest(wf, req.file, inputs, options={
             "responses": str(req.responses.resolve()) if req.responses else None,
-            "skip_gates": req.skip_gates, "provider": req.provider})
+            "skip_gates": req.skip_gates, "provider": req.provider,
+            **({"metadata": metadata} if metadata else {})})
         prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
         try:
             done = start_run(store, start, opts, prepare=prepare)
@@ -112,5 +150,6 @@ def report(done: Advanced, opts: LaunchOptions) -> int:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
     elif output is not None:
         sys.stdout.write(json.dumps(output, indent=2, ensure_ascii=False) + "\n")
-    print_summary(done.engine, outcome, sys.stderr)
+    if opts.verbosity >= 0:  # podium --silent: the result only
+        print_summary(done.engine, outcome, sys.stderr)
     return outcome.exit_code

@@ -41,7 +41,8 @@ def _guard(fn: Any) -> int:
 STATUSES = ("running", "waiting", "success", "failed", "error", "limit", "interrupted")
 
 
-def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str) -> int:
+def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
+                 metadata: list[str] | None = None) -> int:
     from podium.app.home import open_store
 
     if status is not None and status not in STATUSES:
@@ -53,11 +54,14 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str)
         return exitcodes.INVALID
 
     def body() -> int:
-        from podium.app.runs import list_runs
+        from podium.app.runs import list_runs, run_metadata
+        from podium.cli.conductor_cmd import parse_metadata
 
+        wanted = parse_metadata(metadata or [])
         store = open_store(verify=False)
         try:
-            found = list_runs(store, status=status, workflow=workflow, limit=limit)
+            found = list_runs(store, status=status, workflow=workflow, limit=limit,
+                              metadata=wanted)
         finally:
             store.close()
         rows = [r for r, _ in found]
@@ -70,7 +74,8 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str)
                     "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
                     "cost_usd": round(r.cost_usd, 6), "cost_partial": r.cost_partial,
                     "exit_code": r.exit_code, "terminal": r.terminal,
-                    "parent_run_id": r.parent_run_id, "forked_from": r.forked_from}
+                    "parent_run_id": r.parent_run_id, "forked_from": r.forked_from,
+                    "metadata": run_metadata(r)}
                    for r in rows]
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
             return exitcodes.OK
@@ -78,13 +83,16 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str)
             sys.stdout.write("no runs yet\n")
             return exitcodes.OK
         now = time.time()
-        header = ("ID", "WORKFLOW", "STATUS", "STEP", "AGE", "TOKENS", "COST")
+        tagged = any(run_metadata(r) for r in rows)
+        header = ("ID", "WORKFLOW", "STATUS", "STEP", "AGE", "TOKENS", "COST") + (
+            ("METADATA",) if tagged else ())
         table = [header]
         for r in rows:
             mark = " ▲" if r.status == "waiting" else ""
+            tags = (" ".join(f"{k}={v}" for k, v in run_metadata(r).items()),) if tagged else ()
             table.append((r.id, r.workflow_name, shown[r.id] + mark, r.current_step or "-",
                           _age(now - r.created_at), str(r.input_tokens + r.output_tokens),
-                          _cost(r)))
+                          _cost(r), *tags))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
@@ -150,6 +158,12 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"advanced by pid {live.lease.owner.pid} on {live.lease.owner.host}\n")
         w(f"workflow: {run.workflow_path}\n")
         w(f"inputs: {json.dumps(run.inputs, ensure_ascii=False)}\n")
+        tags = (run.options or {}).get("metadata") or {}
+        if tags:  # --metadata KEY=VALUE
+            w("metadata: " + " ".join(f"{k}={v}" for k, v in tags.items()) + "\n")
+        guidance = (run.options or {}).get("guidance") or []
+        for text in guidance:  # podium guide / resume --guidance
+            w(f"guidance: {text}\n")
         trace = (run.options or {}).get("trace") or {}
         if trace.get("trace_id"):  # kept when the run exported OpenTelemetry traces
             w(f"trace: {trace['trace_id']}\n")

@@ -157,6 +157,12 @@ class Engine:
 
     # ----------------------------------------------------------------- public
 
+    def _cli_instructions(self) -> dict[str, str] | None:
+        o = self.options
+        kept = {k: v for k, v in (("workspace", o.workspace_instructions),
+                                  ("cli", o.cli_instructions)) if v}
+        return kept or None
+
     def restore_usage(self, usage: dict[str, Usage]) -> None:
         """Carry a resumed run's spending over: its budget keeps counting what was spent."""
         self.usage_by_step = dict(usage)
@@ -178,7 +184,8 @@ class Engine:
                                  entry_point=start or wf.entry_point, inputs=self.state.inputs,
                                  podium_version=__version__,
                                  max_iterations=self.state.max_iterations,
-                                 resumed=self.resumed, recorded=self.options.record))
+                                 resumed=self.resumed, recorded=self.options.record,
+                                 instructions=self._cli_instructions()))
         restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
             return self._loop(start or wf.entry_point)

@@ -48,6 +48,9 @@ class RunStarted(Event):
     recorded: bool = True
     replay_of: str | None = None
     forked_from: str | None = None
+    # instructions the command line added to every agent prompt (--workspace-instructions,
+    # --instructions): `workspace` before the workflow's own, `cli` after; a replay uses them
+    instructions: dict[str, str] | None = None
 
 
 class RunFinished(Event):
@@ -397,6 +400,16 @@ class ContextTrimmed(Event):
     summary: dict[str, Any] | None = None
 
 
+class GuidanceAdded(Event):
+    """Guidance a person gave the run mid-way (`podium guide`, `resume --guidance`): from
+    `step` on, every agent prompt lists it under `[User Guidance]` (spec 5.4)."""
+
+    type: Literal["guidance_added"] = "guidance_added"
+    text: str
+    step: str | None = None
+    iteration: int | None = None
+
+
 class Checkpointed(Event):
     type: Literal["checkpoint"] = "checkpoint"
     step: str | None = None
@@ -408,7 +421,8 @@ AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed |
             | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ToolCalled | ScriptOutput
             | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
             | Warning_ | Checkpointed | ValidatorStarted | ValidatorFinished | ValidationFailed
-            | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished | ContextTrimmed)
+            | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished | ContextTrimmed
+            | GuidanceAdded)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
@@ -416,7 +430,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
               PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ToolCalled, ScriptOutput,
               McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
               Checkpointed, ValidatorStarted, ValidatorFinished, ValidationFailed, DialogEvaluated,
-              DialogStarted, DialogMessage, DialogFinished, ContextTrimmed)
+              DialogStarted, DialogMessage, DialogFinished, ContextTrimmed, GuidanceAdded)
 }
 
 

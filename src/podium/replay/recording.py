@@ -51,6 +51,15 @@ class Recording:
     final: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     children: dict[tuple[str, int, str], Recording] = field(default_factory=dict)
+    instructions: dict[str, str] = field(default_factory=dict)  # run_started's
+    guidance: list[tuple[int, str]] = field(default_factory=list)  # (seq, text)
+
+    def guidance_before(self, step: str, iteration: int) -> list[str]:
+        """The guidance the run had taken in when it rendered this agent's prompt."""
+        prompt = self.prompts.get((step, iteration))
+        if prompt is None:
+            return [text for _, text in self.guidance]
+        return [text for seq, text in self.guidance if seq < int(prompt.get("seq", 0))]
 
 
 def recording_from_events(events: list[dict[str, Any]],
@@ -66,9 +75,12 @@ def recording_from_events(events: list[dict[str, Any]],
     exchanges: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     gates: dict[str, list[dict[str, Any]]] = defaultdict(list)
     pending: dict[str, Any] | None = None
+    rec.instructions = dict(start.get("instructions") or {})
     for e in events:
         t = e["type"]
-        if t == "model_exchange":
+        if t == "guidance_added":
+            rec.guidance.append((int(e.get("seq", 0)), str(e.get("text", ""))))
+        elif t == "model_exchange":
             exchanges[(call_key(e["step"], e.get("call")), int(e["iteration"]))].append(e)
         elif t == "prompt_rendered":
             rec.prompts[(call_key(e["step"], e.get("call")), int(e["iteration"]))] = e

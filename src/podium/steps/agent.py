@@ -218,6 +218,27 @@ def _model_and_effort(call: StepCall, step: AgentStep, ctx: dict[str, Any],
     return model, effort
 
 
+GUIDANCE_HEADER = ("\n\n[User Guidance]\nThe following guidance was provided by the user "
+                   "during workflow execution. Incorporate this guidance into your response:\n")
+
+
+def guidance_section(run: RunServices, step: str, iteration: int) -> str:
+    """Take in the guidance given since the last agent prompt (a `guidance_added` event
+    each) and return the `[User Guidance]` section every later prompt ends with, as
+    Conductor writes it (spec 5.4); empty when no guidance was given."""
+    from podium.events.model import GuidanceAdded
+
+    with run.guidance_lock:
+        if run.guidance_source is not None:
+            for text in run.guidance_source(step, iteration)[len(run.guidance):]:
+                run.guidance.append(text)
+                run.bus.emit(GuidanceAdded(text=text, step=step, iteration=iteration))
+        given = list(run.guidance)
+    if not given:
+        return ""
+    return GUIDANCE_HEADER + "\n".join(f"- {g}" for g in given)
+
+
 def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
     """Render everything the execution needs, emit `prompt_rendered` (unless `announce` is
     false: a resumed execution whose prompt is already in the log), build the request."""
@@ -232,9 +253,12 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
     model, effort = _model_and_effort(call, step, ctx, provider)
     working_dir = _resolve_working_dir(call, step, ctx)
     prompt = run.render(step.prompt, ctx, step=name, what="prompt", iteration=it)
-    if wf.instructions:
-        joined = "\n\n".join(i.strip() for i in wf.instructions)
+    given = run.options
+    parts = [given.workspace_instructions or "", *wf.instructions, given.cli_instructions or ""]
+    if any(p.strip() for p in parts):
+        joined = "\n\n".join(p.strip() for p in parts if p.strip())
         prompt = f"<workspace_instructions>\n{joined}\n</workspace_instructions>\n\n{prompt}"
+    prompt += guidance_section(run, name, it)
     system = None
     if step.system_prompt:
         system = run.render(step.system_prompt, ctx, step=name, what="system_prompt",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -74,6 +75,11 @@ class RunOptions:
     interactive: bool = False
     provider_override: str | None = None
     record: bool = True
+    # workspace instructions given on the command line (--workspace-instructions, found from
+    # the working directory; --instructions FILE): before and after the workflow's own
+    # `instructions`, as Conductor orders them (spec 2.9)
+    workspace_instructions: str | None = None
+    cli_instructions: str | None = None
 
 
 @dataclass
@@ -97,6 +103,12 @@ class RunServices:
     # the dialog a parked run waited in, by (step, iteration), from its dialog_started event:
     # the resumed execution goes on from there instead of asking the model again
     carried_dialogs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    # mid-run guidance (spec 5.4): the texts every later agent prompt lists, and where new
+    # ones come from (the run store, `podium guide`; the recording, in a replay), asked
+    # before each agent prompt with the step and its execution
+    guidance: list[str] = field(default_factory=list)
+    guidance_source: Callable[[str, int], list[str]] | None = None
+    guidance_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def mode(self) -> str:

@@ -255,7 +255,7 @@ class ConsoleHooks:
 
     def __init__(self, req: Any) -> None:
         self.req = req
-        self.console = ConsoleServer(_home(), "127.0.0.1", 0)
+        self.console = ConsoleServer(_home(), "127.0.0.1", int(getattr(req, "web_port", 0) or 0))
 
     def started(self, engine: Any, store: Any) -> dict[str, Any]:
         from podium.errors import PodiumError, RunError
@@ -270,6 +270,14 @@ class ConsoleHooks:
         url = self.console.url(f"/runs/{engine.run_id}")
         sys.stderr.write(f"podium console: {url}\n")
         sys.stderr.flush()
+        target = os.environ.get("PODIUM_WEB_URL_FILE")
+        if target:  # started by `podium run --web-bg`: its parent waits for the URL
+            import json
+            from pathlib import Path
+
+            tmp = Path(target + ".tmp")
+            tmp.write_text(json.dumps({"run_id": engine.run_id, "url": url}), encoding="utf-8")
+            tmp.replace(target)
         chain = engine.services.answerer
         if not self.req.skip_gates and isinstance(chain, ChainAnswerer):
             chain.answerers[:] = [a for a in chain.answerers

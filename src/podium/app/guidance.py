@@ -1,0 +1,74 @@
+"""Mid-run guidance (Conductor's `conductor guide`, `resume --guidance`; spec 5.4).
+
+A person's guidance is queued in the run's options (`guidance`, every text ever given, in
+order) by whichever process takes it (`podium guide`, `podium resume --guidance`); the process
+that advances the run reads that queue before each agent prompt (as the console's answerer
+reads the store for gate answers), records each new text as a `guidance_added` event and
+lists them all under `[User Guidance]` in that prompt and every later one. A parked or
+interrupted run takes its queue in when it is resumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from podium.errors import UsageError
+
+if TYPE_CHECKING:
+    from podium.store.base import RunRecord, RunStore
+
+MAX_CHARS = 10_000  # one guidance text, as Conductor bounds it
+
+
+def checked(text: str) -> str:
+    """The text stripped; UsageError when it is empty or longer than MAX_CHARS."""
+    stripped = text.strip()
+    if not stripped:
+        raise UsageError("the guidance text is empty")
+    if len(stripped) > MAX_CHARS:
+        raise UsageError(f"the guidance text is {len(stripped):,} characters; "
+                         f"{MAX_CHARS:,} at most")
+    return stripped
+
+
+@dataclass(frozen=True)
+class Guided:
+    run: RunRecord  # the top-level run that takes it in
+    queued: int  # texts in its queue now
+    live: bool  # a live process advances it: its next agent step takes the text in
+
+
+def add_guidance(store: RunStore, run_id: str, texts: list[str]) -> Guided:
+    """Queue guidance texts for a run (its top-level run, for a sub-workflow's id)."""
+    from podium.app.owners import liveness
+    from podium.app.runs import Refused, root_of
+
+    given = [checked(t) for t in texts]
+    run = root_of(store, store.find_run(run_id))
+    if run.status in ("success", "failed", "error", "limit") and not liveness(store, run).live:
+        raise Refused(f"run {run.id} already finished ({run.status}); guidance reaches only "
+                      "a run that goes on", kind="conflict")
+    options = dict(store.get_run(run.id).options or {})
+    queue = [*queued(options), *given]
+    store.update_run(run.id, options={**options, "guidance": queue})
+    store.commit()
+    return Guided(run, len(queue), liveness(store, run).live)
+
+
+def queued(options: dict[str, object] | None) -> list[str]:
+    raw = (options or {}).get("guidance")
+    return [str(t) for t in raw] if isinstance(raw, list) else []
+
+
+def store_source(store: RunStore, run_id: str) -> Callable[[str, int], list[str]]:
+    """The queue of a run as its owner reads it before each agent prompt."""
+
+    def read(step: str, iteration: int) -> list[str]:
+        try:
+            return queued(store.get_run(run_id).options)
+        except Exception:  # a run not in the store (a sub-workflow's own engine)
+            return []
+
+    return read
