@@ -203,7 +203,9 @@ def test_member_spend_counts_when_the_group_fails(tmp_path: Path, limits: str, c
         workflow:
           name: p
           entry_point: checks
-          runtime: {{provider: copilot, default_model: gpt-5-mini}}
+          # max_tokens: 1 keeps the worst case under the budget (steps/budget.py), so the
+          # call is made and its actual cost passes the budget after the fact
+          runtime: {{provider: copilot, default_model: gpt-5-mini, max_tokens: 1}}
           limits: {{{limits}}}
         agents:
           - {{name: good, prompt: "answered"}}

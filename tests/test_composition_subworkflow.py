@@ -209,7 +209,9 @@ PRICED_CHILD = """
 workflow:
   name: priced
   entry_point: worker
-  runtime: {provider: copilot, default_model: gpt-5-mini}
+  # max_tokens: 1 keeps each call's worst case (steps/budget.py) under the tiny budgets below,
+  # so the call is made and its actual cost passes the budget after the fact
+  runtime: {provider: copilot, default_model: gpt-5-mini, max_tokens: 1}
 agents:
   - name: worker
     prompt: "Do the work"

@@ -65,3 +65,19 @@ def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
               f"{', '.join(unpriced)})\n")
         else:
             w(f"cost: ${total:.4f}\n")
+    _budget(getattr(outcome, "budget", None), w)
+
+
+def _budget(report: Any, w: Any) -> None:
+    """Spent against `limits.budget_usd`, and by how much a call took the run past it (the
+    call that cost most beyond its worst case: steps/budget.py)."""
+    if report is None:
+        return
+    line = f"budget: ${report.spent_usd:.4f} spent of ${report.budget_usd:.2f} ({report.mode})"
+    if report.overshoot_usd > 0:
+        line += f", over by ${report.overshoot_usd:.4f}"
+    if report.refused:
+        line += f"; {report.refused} call(s) refused, their worst case did not fit"
+    w(line + "\n")
+    if report.overshoot_usd > 0 and report.over_worst_case:
+        w(f"  overshoot: {report.over_worst_case}\n")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
-from podium.errors import RunError, StepError
+from podium.errors import LimitExceeded, RunError, StepError
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
 from podium.steps.base import StepCall, StepOutcome, Usage
@@ -214,11 +214,29 @@ def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOu
     outputs = {d.key: d.outcome.output for d in done if d.outcome is not None}
     errors = {d.key: _error_entry(d.key, "agent_name", d.error) for d in done if d.error}
     rows = {d.key: u for d in done if (u := _spent(d)) is not None}
+    _raise_refused(group.name, "parallel", done, rows)
     _check_failures(group.name, group.failure_mode, len(members), errors, rows, what="Agent",
                     kind="parallel")
     output = {"type": "parallel", "outputs": outputs, "errors": errors}
     return StepOutcome(output, iterations=len(members), usage=combined_usage(rows.values()),
                        usage_rows=rows)
+
+
+def _raise_refused(name: str, kind: str, done: list[_Done], rows: dict[str, Usage]) -> None:
+    """A member or item the budget refused (steps/budget.py): the run stops at its budget
+    (exit 4) whatever the failure mode, with what the group spent."""
+    refused = [d for d in done if isinstance(d.error, LimitExceeded) and
+               d.error.limit == "budget"]
+    if not refused:
+        return
+    first = refused[0].error
+    assert first is not None
+    made = sum(1 for d in done if d.outcome is not None)
+    what = "member" if kind == "parallel" else "item"
+    raise LimitExceeded(f"{kind} group '{name}': the budget refused {len(refused)} "
+                        f"{what}(s) of {len(done)} ({made} finished); first: {first}",
+                        limit="budget", step=name,
+                        details={"usage_rows": rows} if rows else {})
 
 
 def _check_failures(name: str, mode: str, total: int, errors: dict[str, dict[str, Any]],
@@ -335,6 +353,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
     ok = [d for d in done if d.outcome is not None]
     usage = combined_usage([u for d in done if (u := _spent(d)) is not None])
     rows = {f"{group.name}/{step.name}": usage} if usage else {}
+    _raise_refused(group.name, "for-each", done, rows)
     _check_failures(group.name, group.failure_mode, len(items), errors, rows, what="Item",
                     kind="for-each")
     outputs: Any = ({d.key: d.outcome.output for d in ok if d.outcome} if group.key_by

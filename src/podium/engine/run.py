@@ -55,6 +55,7 @@ from podium.language.model import (
 )
 from podium.providers.base import ProviderRegistry
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Termination, Usage
+from podium.steps.budget import BudgetLedger, BudgetReport
 from podium.steps.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
 from podium.store.base import RunStore
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
@@ -86,6 +87,7 @@ class RunResult:
     elapsed: float = 0.0
     iterations: int = 0
     usage_by_step: dict[str, Usage] = field(default_factory=dict)
+    budget: BudgetReport | None = None  # spent against limits.budget_usd, when it is set
 
 
 def new_run_id() -> str:
@@ -134,6 +136,9 @@ class Engine:
         self.services = RunServices(workflow, self.path, templates,
                                     ContextBuilder(info, groups), self.state, self.bus,
                                     self.clock, providers, answerer, self.options, self.run_id)
+        # every model call reserves its worst case here first (steps/budget.py)
+        self.services.budget = BudgetLedger(wf.limits.budget_usd, wf.limits.budget_mode,
+                                            self.bus)
         # Emit a `checkpoint` event after each completed step: the commit point of a run that
         # is kept in a store (the store commits the step's events with it).
         self.checkpoints = False
@@ -168,6 +173,7 @@ class Engine:
         self.usage_by_step = dict(usage)
         self.spent_usd = sum(u.cost_usd or 0.0 for u in usage.values())
         self.unpriced_spend = any(not u.priced for u in usage.values())
+        self.services.budget.sync(self.spent_usd)
 
     def run(self, start: str | None = None) -> RunResult:
         """Run from the entry point (or `start`) to a terminal, a limit or an error."""
@@ -293,7 +299,12 @@ class Engine:
                                      output_tokens=total.output_tokens,
                                      cost_usd=total.cost_usd, priced=total.priced))
             self._account(step.name, None, rows)  # a failed child still cost money
-            self._check_budget(step.name)  # and an enforced budget says so first
+            try:
+                self._check_budget(step.name)  # and an enforced budget says so first
+            except LimitExceeded:
+                if not (isinstance(exc, LimitExceeded) and exc.limit == "budget"):
+                    raise
+                # a call the budget refused (steps/budget.py) names the call: it stands
             raise
         elapsed = self.clock.monotonic() - started
         state.step_counts[step.name] = iteration
@@ -355,6 +366,7 @@ class Engine:
                 self.spent_usd += u.cost_usd
             if not u.priced:
                 self.unpriced_spend = True
+        self.services.budget.sync(self.spent_usd)
 
     def _route(self, step: StepBase | ParallelGroup | ForEachGroup,
                outcome: StepOutcome) -> tuple[str, Route | None]:
@@ -570,7 +582,8 @@ class Engine:
             elapsed=elapsed, iterations=self.state.run_iteration, exit_code=code))
         return RunResult(self.run_id, status, code, output, terminal, reason, error,
                          [r.step for r in self.state.records], elapsed,
-                         self.state.run_iteration, dict(self.usage_by_step))
+                         self.state.run_iteration, dict(self.usage_by_step),
+                         self.services.budget.report())
 
     def _park(self, request: GateRequest) -> RunResult:
         assert self.parker is not None
@@ -590,7 +603,8 @@ class Engine:
                                   exit_code=5))
         result = RunResult(self.run_id, "waiting", 5, None, None, message, None,
                            [r.step for r in self.state.records], elapsed,
-                           self.state.run_iteration, dict(self.usage_by_step))
+                           self.state.run_iteration, dict(self.usage_by_step),
+                           self.services.budget.report())
         return result
 
     def _fail(self, exc: RunError) -> RunResult:

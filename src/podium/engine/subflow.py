@@ -186,6 +186,7 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         child.parker = park
     child.services.cancel = parent.services.cancel
     child.outer_deadline = parent.services.deadline
+    child.services.budget.attach(parent.services.budget)  # its calls reserve in both budgets
     child.subworkflow_cache = parent.subworkflow_cache
     if parent.child_hook is not None:
         parent.child_hook(child, step.name, it, slot)

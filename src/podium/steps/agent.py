@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
-from podium.errors import OutputContractError, StepError
+from podium.errors import LimitExceeded, OutputContractError, RunError, StepError
 from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
 from podium.language.model import EFFORTS, AgentStep
 from podium.providers.base import (
@@ -31,6 +31,7 @@ from podium.providers.base import (
 from podium.providers.pricing import cost_usd, find_price
 from podium.providers.retry import PolicyRetrier, RetryPolicy
 from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
+from podium.steps.budget import Reservation, worst_case
 from podium.steps.schema import (
     REFUSED_JSON,
     SchemaViolation,
@@ -185,6 +186,25 @@ def _usage(call: StepCall, provider: str, spent: TokenUsage | Reply, model: str 
                  cost is not None)
 
 
+def reserve(call: StepCall, req: AgentRequest, sent: list[str | None]) -> Reservation | None:
+    """Hold the worst case of a call that sends `sent` (the conversation so far and the new
+    message) against the run's budget, or refuse it (steps/budget.py); None when no budget
+    of the run is enforced."""
+    run = call.run
+    if not run.budget.enforcing:
+        return None
+    extra = getattr(run.local, "extra", None) or {}
+    key = extra.get("_key", extra.get("_index"))
+    name = req.step if key is None else f"{req.step}[{key}]"
+    label = f"the {req.call} call of agent '{name}'" if req.call else \
+        f"the call of agent '{name}'"
+    worst = worst_case(label, req.model, provider=req.provider,
+                       pricing=run.workflow.workflow.cost.pricing,
+                       sent=[req.system_prompt, *sent], max_tokens=req.max_tokens,
+                       schema=req.output_schema)
+    return run.budget.reserve(worst, step=req.step, iteration=req.iteration)
+
+
 @dataclass
 class _Plan:
     """One execution, ready to talk to the model."""
@@ -312,25 +332,19 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
     """Send the prompt, then corrections in the same session, until the answer keeps the
     output contract (or the correction budget is spent)."""
     run, name, it = call.run, step.name, call.iteration
-    req, retrier, message = plan.request, plan.retrier, plan.message
+    req, message = plan.request, plan.message
     max_fix = DEFAULT_CORRECTIONS
     if step.retry and step.retry.max_parse_recovery_attempts is not None:
         max_fix = step.retry.max_parse_recovery_attempts
     usage = Usage(model=req.model)
     offered = {"offered_tools": list(req.toolbox.names)} if req.toolbox is not None else {}
     attempt = 0
+    sent: list[str | None] = []  # the conversation so far, for the budget's worst case
     while True:
         attempt += 1
         started = run.clock.monotonic()
-        try:
-            reply = retrier.call(partial(session.send, message), "model call")
-        except ProviderError as exc:
-            _attach_spend(call, req, exc, usage, retrier.failed_spend)
-            raise
-        this = Usage(model=req.model)
-        for spent in (*retrier.failed_spend, *(reply.calls or (reply,))):
-            this = this + _usage(call, req.provider, spent, req.model)
-        retrier.failed_spend.clear()
+        reply, this = _send(call, plan, session, message, (sent, usage))
+        sent += [message, reply.text]
         usage = replace(usage + this, model=reply.model or req.model)
         run.bus.emit(ModelExchange(
             step=name, iteration=it, attempt=attempt, provider=req.provider,
@@ -362,13 +376,47 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
         message = _correction_message(reason, error or "", reply.text, req.output_schema)
 
 
+def _send(call: StepCall, plan: _Plan, session: Session, message: str,
+          before: tuple[list[str | None], Usage]) -> tuple[Reply, Usage]:
+    """One model call of the agent's conversation (`before`: what it sent and spent so far):
+    its worst case reserved against the budget first, settled to what it cost after."""
+    req, retrier = plan.request, plan.retrier
+    try:
+        held = reserve(call, req, [*before[0], message])
+    except LimitExceeded as exc:  # refused: what the execution spent so far still counts
+        _spend_details(exc, before[1])
+        raise
+    cost: float | None = None
+    try:
+        try:
+            reply = retrier.call(partial(session.send, message), "model call")
+        except ProviderError as exc:
+            cost = _attach_spend(call, req, exc, before[1], retrier.failed_spend).cost_usd
+            raise
+        this = Usage(model=req.model)
+        for spent in (*retrier.failed_spend, *(reply.calls or (reply,))):
+            this = this + _usage(call, req.provider, spent, req.model)
+        retrier.failed_spend.clear()
+        cost = this.cost_usd
+    finally:
+        call.run.budget.settle(held, cost)
+    return reply, this
+
+
 def _attach_spend(call: StepCall, req: AgentRequest, exc: ProviderError, usage: Usage,
-                  failed: list[TokenUsage]) -> None:
+                  failed: list[TokenUsage]) -> Usage:
     """What the failed execution had spent, in the error's details (`usage`): the engine
-    records usage only for steps that finish, and these tokens were paid for all the same."""
+    records usage only for steps that finish, and these tokens were paid for all the same.
+    Returns what the failed call itself spent."""
+    lost = Usage(model=req.model)
     for spent in (*failed, *(exc.spent or ())):
-        usage = usage + _usage(call, req.provider, spent, req.model)
+        lost = lost + _usage(call, req.provider, spent, req.model)
     failed.clear()
+    _spend_details(exc, usage + lost)
+    return lost
+
+
+def _spend_details(exc: RunError, usage: Usage) -> None:
     if usage.input_tokens or usage.output_tokens:
         exc.details["usage"] = {
             "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from podium.errors import StepError
+from podium.errors import LimitExceeded, StepError
 from podium.events.model import ModelCall, ModelExchange, PromptRendered
 from podium.language.model import AgentStep
 from podium.providers.base import AgentRequest, ProviderError, Reply
@@ -29,6 +29,7 @@ from podium.steps.agent import (
     _plan,
     _timeout,
     _usage,
+    reserve,
 )
 from podium.steps.base import StepCall, StepOutcome, Usage
 
@@ -42,6 +43,16 @@ def execute_checked(call: StepCall, step: AgentStep) -> StepOutcome:
     run = call.run
     carried = run.carried_dialogs.pop((step.name, call.iteration), None)
     agent = AgentRun(call, step, _plan(call, step, announce=carried is None), Spend(step.name))
+    try:
+        return _checked(agent, carried)
+    except LimitExceeded as exc:  # refused by the budget: what was spent still counts
+        if agent.spend.rows:
+            exc.details.setdefault("usage_rows", dict(agent.spend.rows))
+        raise
+
+
+def _checked(agent: AgentRun, carried: dict[str, Any] | None) -> StepOutcome:
+    call, step, run = agent.call, agent.step, agent.call.run
     if carried is not None:  # the run parked in this execution's dialog: go on from there
         from podium.steps.dialog import resume_dialog
 
@@ -194,6 +205,7 @@ class SideSession:
         self.part = part
         self.instruction = instruction  # the schema, for providers without structured output
         self.sent = 0
+        self.said: list[str | None] = []  # the conversation so far, for the budget
         self.session = agent.plan.provider.open_session(request)
 
     def send(self, message: str) -> tuple[Reply, Usage]:
@@ -201,22 +213,31 @@ class SideSession:
         call, run = agent.call, agent.call.run
         started = run.clock.monotonic()
         text = message + (self.instruction if self.sent == 0 else "")
+        held = reserve(call, req, [*self.said, text])
+        cost: float | None = None
         try:
-            reply = self.retrier.call(partial(self.session.send, text), f"{req.call} call")
-        except ProviderError as exc:
-            lost = Usage(model=req.model)
-            for spent in (*self.retrier.failed_spend, *(exc.spent or ())):
-                lost = lost + _usage(call, req.provider, spent, req.model)
+            try:
+                reply = self.retrier.call(partial(self.session.send, text),
+                                          f"{req.call} call")
+            except ProviderError as exc:
+                lost = Usage(model=req.model)
+                for spent in (*self.retrier.failed_spend, *(exc.spent or ())):
+                    lost = lost + _usage(call, req.provider, spent, req.model)
+                self.retrier.failed_spend.clear()
+                agent.spend.add(self.part, lost)
+                cost = lost.cost_usd
+                raise
+            this = Usage(model=req.model)
+            for spent in (*self.retrier.failed_spend, *(reply.calls or (reply,))):
+                this = this + _usage(call, req.provider, spent, req.model)
             self.retrier.failed_spend.clear()
-            agent.spend.add(self.part, lost)
-            raise
-        this = Usage(model=req.model)
-        for spent in (*self.retrier.failed_spend, *(reply.calls or (reply,))):
-            this = this + _usage(call, req.provider, spent, req.model)
-        self.retrier.failed_spend.clear()
+            cost = this.cost_usd
+        finally:
+            run.budget.settle(held, cost)
         this = replace(this, model=reply.model or req.model)
         agent.spend.add(self.part, this)
         self.sent += 1
+        self.said += [text, reply.text]
         run.bus.emit(ModelExchange(
             step=req.step, iteration=req.iteration, attempt=self.sent, provider=req.provider,
             model=reply.model or req.model, request={

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from podium.errors import LimitExceeded, TemplateError
 from podium.language.model import StepBase, WorkflowFile
+from podium.steps.budget import BudgetLedger
 from podium.steps.state import ContextBuilder, RunState
 from podium.templating import Deadline, RenderFailure, TemplateEngine
 
@@ -103,6 +104,9 @@ class RunServices:
     # the dialog a parked run waited in, by (step, iteration), from its dialog_started event:
     # the resumed execution goes on from there instead of asking the model again
     carried_dialogs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    # what the run spent and what its calls in flight reserved (steps/budget.py); every
+    # model call reserves its worst case here first
+    budget: BudgetLedger = field(default_factory=BudgetLedger)
     # mid-run guidance (spec 5.4): the texts every later agent prompt lists, and where new
     # ones come from (the run store, `podium guide`; the recording, in a replay), asked
     # before each agent prompt with the step and its execution
