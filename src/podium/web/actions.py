@@ -1,4 +1,5 @@
-"""What the console can do to runs: answer a gate (and resume the run), stop a run.
+"""What the console can do to runs: answer a gate (and resume the run), stop a run, resume an
+interrupted run.
 
 Both go through the application layer (app/runs.py), as `podium gate answer` and `podium stop`
 do. After an answer, a run that no live process advances is resumed by a detached
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from podium.app.runs import Refused, answer_gate, stop_run
-from podium.app.spawn import spawn_resume
+from podium.app.spawn import resume_detached, spawn_resume
 from podium.errors import PodiumError
 from podium.store.base import RunNotFound
 from podium.store.sqlite import SQLiteStore
@@ -88,3 +89,23 @@ class Actions:
                 "message": ("asked to stop; it keeps its checkpoint and stays resumable"
                             if stopped.signalled else
                             "its process was gone; marked interrupted (resumable)")}
+
+    # ------------------------------------------------------------------ resume
+
+    def resume(self, run_id: str) -> dict[str, Any]:
+        """Resume a run no live process advances (interrupted: stopped, killed, crashed), as
+        the fleet TUI does: app/spawn.py `resume_detached` (409 when it finished or is live)."""
+        if self.reader.run_row(run_id) is None:
+            raise ActionError(404, f"no run '{run_id}'")
+        try:
+            spawned = resume_detached(self.store, run_id, home=self.home, by="console",
+                                      python=self.python)
+        except Refused as exc:
+            raise ActionError(_STATUS.get(exc.kind, 409), str(exc)) from None
+        except RunNotFound as exc:
+            raise ActionError(404, str(exc)) from None
+        except PodiumError as exc:
+            raise ActionError(409, str(exc)) from None
+        root = self.reader.root_of(self.reader.run_row(run_id) or {"id": run_id})["id"]
+        return {"resumed": root, "pid": spawned.pid, "log": str(spawned.log),
+                "message": f"resuming in the background (log: {spawned.log})"}

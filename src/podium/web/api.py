@@ -1,4 +1,4 @@
-"""The console's HTTP API: JSON reads, two SSE streams, and the two actions.
+"""The console's HTTP API: JSON reads, two SSE streams, and the actions.
 
 Every route needs the console token (security.Guard), except /api/info on loopback.
 
@@ -11,6 +11,7 @@ GET  /api/runs/{id}/graph               its workflow's laid-out graph
 GET  /api/runs/{id}/stream              SSE: `ev` (id = seq; Last-Event-ID resumes), `run`
 POST /api/runs/{id}/gates/{gate}/answer {value, text}: answer and resume
 POST /api/runs/{id}/stop                {}: SIGTERM its process (identity checked)
+POST /api/runs/{id}/resume              {}: resume an interrupted run in a detached process
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Console:
     reader: Reader
     feed: ChangeFeed
     remote: bool = False
+    # `podium run --web`: the one run this console lives for (it stops when that run ends)
+    run_id: str | None = None
     started_at: float = field(default_factory=time.time)
     _graphs: OrderedDict[tuple[str, int, int], dict[str, Any]] = field(
         default_factory=OrderedDict)
@@ -116,6 +119,8 @@ async def run_detail(request: Request) -> Response:
     data = await anyio.to_thread.run_sync(c.reader.detail, _run_id(request))
     if data is None:
         return _error(404, f"no run '{_run_id(request)}'")
+    # `podium run --web`: this console stops when this run ends (the page then says so)
+    data["console_of_run"] = c.run_id is not None and c.run_id == data["run"]["id"]
     return _json(data)
 
 
@@ -249,6 +254,16 @@ async def stop_run(request: Request) -> Response:
     try:
         await _body(request)
         result = await anyio.to_thread.run_sync(c.actions.stop, _run_id(request))
+    except ActionError as exc:
+        return _error(exc.status, str(exc))
+    return _json(result, 202)
+
+
+async def resume_run(request: Request) -> Response:
+    c = _console(request)
+    try:
+        await _body(request)
+        result = await anyio.to_thread.run_sync(c.actions.resume, _run_id(request))
     except ActionError as exc:
         return _error(exc.status, str(exc))
     return _json(result, 202)

@@ -108,6 +108,7 @@ def create_app(console: Console, guard: GuardConfig) -> Guard:
         Route("/api/runs/{run_id:str}/gates/{gate_id:str}/answer", api.answer_gate,
               methods=["POST"]),
         Route("/api/runs/{run_id:str}/stop", api.stop_run, methods=["POST"]),
+        Route("/api/runs/{run_id:str}/resume", api.resume_run, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_allowed})

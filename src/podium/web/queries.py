@@ -23,6 +23,8 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
     "interrupted": ("interrupted", "running"),  # running: runs whose process is gone
 }
 
+ATTENTION_SHOWN = 50  # the runs page lists at most this many runs that need a person
+
 _RUN_COLUMNS = ("id, workflow_name, workflow_path, workflow_hash, status, current_step, "
                 "created_at, updated_at, finished_at, iterations, input_tokens, output_tokens, "
                 "cost_usd, cost_partial, exit_code, terminal, reason, error, parent_run_id, "
@@ -57,7 +59,13 @@ class Reader:
         params: list[Any] = []
         if not include_children:
             where.append("parent_run_id IS NULL")
-        if status and status in STATUS_FILTERS:
+        gates = self.open_gates_by_root()
+        if status == "waiting":  # parked, or held by an open gate (however old)
+            marks = ", ".join("?" * len(gates))
+            where.append(f"(status = 'waiting' OR id IN ({marks}))" if gates
+                         else "status = 'waiting'")
+            params += list(gates)
+        elif status and status in STATUS_FILTERS:
             statuses = STATUS_FILTERS[status]
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             params += statuses
@@ -65,8 +73,9 @@ class Reader:
             where.append("workflow_name = ?")
             params.append(workflow)
         if search:
-            where.append("(id LIKE ? OR workflow_name LIKE ? OR current_step LIKE ?)")
-            like = "%" + search.replace("%", "").replace("_", "") + "%"
+            where.append("(id LIKE ? ESCAPE '\\' OR workflow_name LIKE ? ESCAPE '\\' "
+                         "OR current_step LIKE ? ESCAPE '\\')")
+            like = "%" + like_escape(search) + "%"
             params += [like, like, like]
         sql = f"SELECT {_RUN_COLUMNS} FROM runs"
         if where:
@@ -74,23 +83,70 @@ class Reader:
         sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
         params.append(max(1, min(limit, 5000)))
         rows = self._rows(sql, tuple(params))
-        gates = self.open_gates_by_root()
         now = time.time()
         out = [summary(r, gates.get(r["id"], []), now, self.live(r)) for r in rows]
         if status in ("waiting", "interrupted"):
             out = [r for r in out if r["state"] == status]
         elif status == "running":
             out = [r for r in out if r["state"] == "running"]
-        return {"runs": out, "counts": self.counts(gates), "workflows": self.workflows(),
-                "now": now}
+        counts, attention = self.counts_and_attention(gates, now)
+        return {"runs": out, "counts": counts, "attention": attention,
+                "workflows": self.workflows(), "now": now}
 
-    def counts(self, gates: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
-        rows = self._rows("SELECT status, count(*) AS n FROM runs WHERE parent_run_id IS NULL "
-                          "GROUP BY status")
-        counts = {r["status"]: int(r["n"]) for r in rows}
-        counts["total"] = sum(counts.values())
-        counts["gates"] = len(gates)
-        return counts
+    def counts_and_attention(self, gates: dict[str, list[dict[str, Any]]], now: float,
+                             shown: int = ATTENTION_SHOWN
+                             ) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """The chips' counts by state, as the list's filters select them, over every top-level
+        run; and the runs that need a person (waiting or interrupted), oldest first, however
+        many runs came after them. Only running rows are read one by one (their leases)."""
+        by_status = {r["status"]: int(r["n"]) for r in self._rows(
+            "SELECT status, count(*) AS n FROM runs WHERE parent_run_id IS NULL GROUP BY status")}
+        running = self._rows(
+            "SELECT r.id, r.status, l.pid, l.pid_start, l.host, l.command, l.acquired_at, "
+            "l.heartbeat_at FROM runs r LEFT JOIN leases l ON l.run_id = r.id "
+            "WHERE r.parent_run_id IS NULL AND r.status = 'running'")
+        live = {r["id"] for r in running if r["pid"] is not None and owner_alive(Lease(
+            r["id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
+                           str(r["command"])),
+            float(r["acquired_at"]), float(r["heartbeat_at"])))}
+        waiting_ids = set(gates)
+        states: dict[str, str] = {}  # id -> state, for the runs whose state is not their status
+        for r in running:
+            states[r["id"]] = ("waiting" if r["id"] in waiting_ids else
+                               "running" if r["id"] in live else "interrupted")
+        held = [g for g in waiting_ids if g not in states]
+        if held:
+            marks = ", ".join("?" * len(held))
+            for r in self._rows(f"SELECT id, status FROM runs WHERE id IN ({marks}) "
+                                "AND parent_run_id IS NULL", tuple(held)):
+                states[r["id"]] = "waiting"
+                by_status[r["status"]] = by_status.get(r["status"], 0) - 1
+                by_status["waiting"] = by_status.get("waiting", 0) + 1
+        by_status.pop("running", None)
+        counts = {k: v for k, v in by_status.items() if v > 0}
+        for r in running:
+            counts[states[r["id"]]] = counts.get(states[r["id"]], 0) + 1
+        counts["total"] = sum(by_status.values()) + len(running)
+        counts["failed_all"] = sum(counts.get(k, 0) for k in ("failed", "error", "limit"))
+        counts["active"] = sum(counts.get(k, 0) for k in ("running", "waiting", "interrupted"))
+        counts["gates"] = counts.get("waiting", 0)
+        need = [rid for rid, st in states.items() if st in ("waiting", "interrupted")]
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run_id IS NULL AND "
+                          "status = 'waiting'")
+        rows += self._rows_by_id([rid for rid in need if rid not in {r["id"] for r in rows}])
+        attention = [summary(r, gates.get(r["id"], []), now, r["id"] in live) for r in rows]
+        attention = [a for a in attention if a["state"] in ("waiting", "interrupted")]
+        attention.sort(key=lambda a: (a["state"] != "waiting", a["created_at"]))
+        counts["attention"] = len(attention)
+        return counts, attention[:shown]
+
+    def _rows_by_id(self, ids: list[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for k in range(0, len(ids), 500):
+            part = ids[k:k + 500]
+            out += self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id IN "
+                              f"({', '.join('?' * len(part))})", tuple(part))
+        return out
 
     def workflows(self) -> list[str]:
         return [r["w"] for r in self._rows("SELECT DISTINCT workflow_name AS w FROM runs "
@@ -104,8 +160,9 @@ class Reader:
         row = self.run_row(prefix)
         if row is not None:
             return row
-        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE ? LIMIT 2",
-                          (prefix.replace("%", "").replace("_", "") + "%",))
+        rows = self._rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id LIKE ? ESCAPE '\\' "
+                          "LIMIT 2",
+                          (like_escape(prefix) + "%",))
         return rows[0] if len(rows) == 1 else None
 
     def root_of(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +287,11 @@ class Reader:
             cur = self.db.execute("SELECT seq, body FROM events WHERE run_id = ? AND seq > ? "
                                   "ORDER BY seq LIMIT ?", (run_id, after, limit))
             return [(int(s), str(b)) for s, b in cur.fetchall()]
+
+
+def like_escape(text: str) -> str:
+    """`text` matched literally by LIKE ... ESCAPE '\\' (its `%` and `_` are not wildcards)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _gate(r: dict[str, Any]) -> dict[str, Any]:

@@ -264,6 +264,8 @@ class ConsoleHooks:
 
         try:
             self.console.prepare(store)
+            assert self.console.console is not None
+            self.console.console.run_id = engine.run_id  # the page says "ended", not "offline"
             self.console.start_background()
         except (OSError, PodiumError) as exc:
             raise RunError(f"cannot start the console: {exc}") from None

@@ -134,6 +134,7 @@ async def runs_stream(feed: ChangeFeed, reader: Reader,
     """The runs page: the whole list first, then only the rows that changed (and the ids of
     rows that left the list), with the counts."""
     sent: dict[str, str] = {}
+    sent_extra = ""
     seen = -1
     beat = time.monotonic()
     first = True
@@ -146,13 +147,17 @@ async def runs_stream(feed: ChangeFeed, reader: Reader,
         keys = {r["id"]: _row_key(r) for r in rows}
         changed = [r for r in rows if sent.get(r["id"]) != keys[r["id"]]]
         removed = [rid for rid in sent if rid not in keys]
-        if first or changed or removed:
+        # the counts and the attention list cover every run, shown or not
+        extra = _row_key({"counts": data["counts"], "attention": data["attention"]})
+        if first or changed or removed or extra != sent_extra:
             payload = {"full": first, "runs": rows if first else changed, "removed": removed,
                        "order": [r["id"] for r in rows], "counts": data["counts"],
-                       "workflows": data["workflows"], "now": data["now"]}
+                       "attention": data["attention"], "workflows": data["workflows"],
+                       "now": data["now"]}
             yield _frame(json.dumps(payload, separators=(",", ":"), default=str), "runs")
             first = False
             sent = keys
+            sent_extra = extra
             beat = time.monotonic()
         elif time.monotonic() - beat > HEARTBEAT:
             beat = time.monotonic()

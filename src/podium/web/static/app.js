@@ -52,7 +52,25 @@ document.addEventListener('click', (ev) => {
 });
 window.addEventListener('popstate', route);
 
+// `podium run --web`: the console lives as long as its run (the run page marks the body with
+// data-console-of-run); once the run ended, a console that is gone stopped with it (not "offline")
+function runEnded() {
+  const st = document.body.dataset.runState;
+  return document.body.dataset.consoleOfRun === '1' && /^\/runs\//.test(location.pathname)
+    && !!st && !['running', 'waiting'].includes(st);
+}
+
 onConnection((state) => {
+  if ((state === 'offline' || state === 'reconnecting') && runEnded()) {
+    conn.dataset.state = 'ended';
+    conn.textContent = 'run ended';
+    clear(banner).append('The run ended, and the console of ', h('code', null, 'podium run --web'),
+      ' stopped with it. The run stays in the run store: ', h('code', null, 'podium serve'), ' shows it.');
+    banner.className = 'banner ended';
+    banner.hidden = false;
+    return;
+  }
+  banner.className = 'banner';
   conn.dataset.state = state;
   conn.textContent = {live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', locked: 'token needed'}[state] || state;
   if (state === 'live') {

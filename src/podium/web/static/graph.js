@@ -108,10 +108,52 @@ export class GraphView {
       nodeLayer.append(g);
       this.nodes.set(n.id, {data: n, g, badge});
     }
-    this.svg = svg('svg', {class: 'graph', viewBox: `0 0 ${graph.width} ${graph.height}`, role: 'img',
+    this.svg = svg('svg', {class: 'graph', viewBox: `0 0 ${graph.width} ${graph.height}`, role: 'group',
       'aria-label': 'workflow graph'}, defs, edgeLayer, labelLayer, nodeLayer);
     this.container.append(this.svg);
+    this.untangle();
     this.setZoom(1);
+  }
+
+  /** Route labels never overlap one another or a step: each label is as wide as its text, and
+   * one that collides moves along its edge's side (down, up, then sideways) to a free place. */
+  untangle() {
+    const boxes = [...this.nodes.values()].map(({data: n}) => ({x: n.x, y: n.y, w: n.w, h: n.h}));
+    const hit = (a) => boxes.some((b) => a.x < b.x + b.w + 2 && b.x < a.x + a.w + 2 && a.y < b.y + b.h + 2 && b.y < a.y + a.h + 2);
+    const labels = [...this.edges.values()].filter((e) => e.label)
+      .sort((a, b) => a.data.label_at[1] - b.data.label_at[1] || a.data.label_at[0] - b.data.label_at[0]);
+    let right = this.data.graph.width;
+    let bottom = this.data.graph.height;
+    for (const {label, data} of labels) {
+      const rect = label.querySelector('rect');
+      const text = label.querySelector('text');
+      let len = 0;
+      try { len = text.getComputedTextLength(); } catch { len = 0; }
+      const w = Math.max(data.label_w, len + 12);
+      const [lx, ly] = data.label_at;
+      const tries = [[0, 0]];
+      for (let k = 1; k <= 12; k++) tries.push([0, 20 * k], [0, -20 * k], [w / 2 + 10 * k, 0], [-(w / 2 + 10 * k), 0]);
+      let spot = tries[0];
+      for (const [dx, dy] of tries) {
+        const box = {x: lx + dx - w / 2, y: ly + dy - 9, w, h: 18};
+        if (box.x >= 0 && box.y >= 0 && !hit(box)) { spot = [dx, dy]; break; }
+      }
+      const x = lx + spot[0];
+      const y = ly + spot[1];
+      rect.setAttribute('x', String(x - w / 2));
+      rect.setAttribute('y', String(y - 9));
+      rect.setAttribute('width', String(w));
+      text.setAttribute('x', String(x));
+      text.setAttribute('y', String(y + 4));
+      boxes.push({x: x - w / 2, y: y - 9, w, h: 18});
+      right = Math.max(right, x + w / 2 + 4);
+      bottom = Math.max(bottom, y + 13);
+    }
+    if (right > this.data.graph.width || bottom > this.data.graph.height) {
+      this.data.graph.width = Math.ceil(right);
+      this.data.graph.height = Math.ceil(bottom);
+      this.svg.setAttribute('viewBox', `0 0 ${this.data.graph.width} ${this.data.graph.height}`);
+    }
   }
 
   setZoom(z) {
@@ -125,11 +167,11 @@ export class GraphView {
     const {graph} = this.data;
     const box = this.container.getBoundingClientRect();
     if (!box.width || !graph.width) return;
-    // As wide as the pane allows, but never so small that names cannot be read: a tall graph
-    // keeps a readable size and scrolls (the current step is scrolled into view).
+    // As wide as the pane (no sideways scrolling); a tall graph keeps a readable size and
+    // scrolls down (the current step is scrolled into view).
     const wide = (box.width - 16) / graph.width;
     const tall = (box.height - 16) / graph.height;
-    this.setZoom(Math.max(0.6, Math.min(1.1, wide, Math.max(tall, 0.85))));
+    this.setZoom(Math.max(0.25, Math.min(1.1, wide, Math.max(tall, 0.85))));
   }
 
   /** Mark the run's progress: state is the folded events (steps.js fold). */

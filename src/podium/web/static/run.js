@@ -27,6 +27,7 @@ export function runPage(main, runId, nav, setCrumbs) {
   const pill = h('span', {id: 'run-state'});
   const facts = h('div', {class: 'facts', id: 'run-facts'});
   const stopButton = h('button', {type: 'button', class: 'danger', id: 'stop-run', hidden: true});
+  const resumeButton = h('button', {type: 'button', class: 'primary', id: 'resume-run', hidden: true}, 'Resume');
   const actionMsg = h('span', {class: 'muted small', role: 'status'});
   const notices = h('div', {class: 'notices'});
   const gatesBox = h('div', {class: 'gates', id: 'gates'});
@@ -47,7 +48,7 @@ export function runPage(main, runId, nav, setCrumbs) {
   clear(main).append(h('div', {class: 'page run-page'},
     h('div', {class: 'run-head'},
       h('div', {class: 'run-head-main'}, h('div', {class: 'title-row'}, title, pill), facts, children),
-      h('div', {class: 'run-actions'}, actionMsg, stopButton)),
+      h('div', {class: 'run-actions'}, actionMsg, resumeButton, stopButton)),
     notices, terminalNote, gateNews, gatesBox, outcome,
     h('div', {class: 'timeline'}, h('span', {class: 'small muted'}, 'Timeline'), slider, sliderLabel, liveButton),
     h('div', {class: 'split'},
@@ -85,8 +86,9 @@ export function runPage(main, runId, nav, setCrumbs) {
     const finished = st.finished && st.finished.status !== 'waiting' ? st.finished : null;
     const waitingAt = detail && detail.gates.length && upto === null ? detail.gates[detail.gates.length - 1].step
       : (st.openGate ? st.openGate.step : null);
+    if (run && run.state === 'interrupted' && upto === null) stopped(st);
     if (!chosenByUser) {
-      const pick = waitingAt || st.current || (finished && finished.terminal) || null;
+      const pick = waitingAt || st.current || failingStep(st, finished) || (finished && finished.terminal) || null;
       if (pick && graphData && graphData.graph.nodes.some((n) => n.id === pick)) selected = pick;
     }
     if (graph) {
@@ -97,6 +99,21 @@ export function runPage(main, runId, nav, setCrumbs) {
     renderPanel(st, end);
     renderTimeline(end);
     if (run) renderHead(run, st);
+  }
+
+  // the step a failed, errored or limit-exhausted run stopped at: its page opens on it
+  function failingStep(st, finished) {
+    const status = finished ? finished.status : detail && detail.run.status;
+    if (!['failed', 'error', 'limit'].includes(status)) return null;
+    if (finished && finished.step && finished.status !== 'failed') return finished.step;
+    return st.failedStep || (st.limits.length && st.limits[st.limits.length - 1].step) || null;
+  }
+
+  // an interrupted run (stopped, killed, crashed) advances no step: none stays 'running'
+  function stopped(st) {
+    for (const n of st.nodes.values()) if (n.status === 'running') n.status = 'stopped';
+    for (const list of st.execs.values()) for (const x of list) if (x.status === 'running') x.status = 'stopped';
+    st.current = null;
   }
 
   function renderPanel(st, end) {
@@ -148,17 +165,41 @@ export function runPage(main, runId, nav, setCrumbs) {
       facts.append(h('span', {class: 'mono', title: 'OpenTelemetry trace id'}, 'trace ',
         run.trace_url ? h('a', {href: run.trace_url, target: '_blank', rel: 'noopener'}, run.trace_id) : run.trace_id));
     }
-    const canStop = run.status === 'running' && (run.live || run.state === 'interrupted');
+    for (const g of runningGroups(st)) {
+      facts.append(h('span', {class: 'group-progress', dataset: {group: g.step}}, 'group ', h('strong', null, g.step), ' ',
+        `${g.done}/${g.total} done${g.failed ? `, ${g.failed} failed` : ''} · ${fmtCost(g.cost, g.partial)}`));
+    }
+    resumeButton.hidden = run.state !== 'interrupted';
+    const canStop = run.status === 'running' && run.live;
     stopButton.hidden = !canStop;
-    if (!stopButton.dataset.armed) stopButton.textContent = run.state === 'interrupted' ? 'Mark interrupted' : 'Stop run';
+    if (!stopButton.dataset.armed) stopButton.textContent = 'Stop run';
+  }
+
+  // the groups (parallel, for each) running now: their members done of those known, and cost
+  function runningGroups(st) {
+    const out = [];
+    for (const [step, list] of st.execs) {
+      const x = list[list.length - 1];
+      if (!x || x.status !== 'running' || !x.members.length) continue;
+      const node = graphData ? graphData.graph.nodes.find((n) => n.id === step) : null;
+      const declared = node && node.kind === 'parallel' && node.detail && node.detail.members ? node.detail.members.length : 0;
+      const done = x.members.filter((m) => m.status === 'done').length;
+      const failed = x.members.filter((m) => m.status === 'failed').length;
+      const cost = x.members.reduce((c, m) => c + (m.cost || 0), 0);
+      const partial = x.members.some((m) => m.status === 'done' && (m.cost === null || m.cost === undefined) && (m.tokensIn || m.tokensOut));
+      out.push({step, done, failed, total: Math.max(declared, x.members.length), cost, partial});
+    }
+    return out;
   }
 
   function renderNotices() {
     clear(notices);
     if (graphData && graphData.warning) notices.append(h('p', {class: 'notice'}, graphData.warning));
-    if (detail && detail.run.state === 'interrupted' && detail.run.status === 'running') {
-      notices.append(h('p', {class: 'notice'}, 'This run is marked running but its process is gone (killed?). It stays resumable: ',
-        h('code', null, `podium resume ${detail.run.id}`)));
+    if (detail && detail.run.state === 'interrupted') {
+      notices.append(h('p', {class: 'notice interrupted', id: 'interrupted-note'},
+        detail.run.status === 'running' ? 'Interrupted: this run was marked running but no process advances it any more (stopped, killed or crashed). '
+          : 'Interrupted: this run was stopped. ',
+        'It keeps its checkpoint: Resume continues it from there (or ', h('code', null, `podium resume ${detail.run.id}`), ').'));
     }
   }
 
@@ -275,6 +316,18 @@ export function runPage(main, runId, nav, setCrumbs) {
     }
   });
 
+  resumeButton.addEventListener('click', async () => {
+    resumeButton.disabled = true;
+    try {
+      const res = await postJSON(`/api/runs/${runId}/resume`, {});
+      actionMsg.textContent = res.message;
+    } catch (err) {
+      actionMsg.textContent = `Could not resume: ${err.message}`;
+    } finally {
+      resumeButton.disabled = false;
+    }
+  });
+
   slider.addEventListener('input', () => {
     const v = parseInt(slider.value, 10);
     upto = v >= events.length ? null : v;
@@ -307,6 +360,7 @@ export function runPage(main, runId, nav, setCrumbs) {
       const [d, g] = await Promise.all([getJSON(`/api/runs/${runId}`), getJSON(`/api/runs/${runId}/graph`)]);
       if (disposed) return;
       graphData = g;
+      document.body.dataset.consoleOfRun = d.console_of_run ? '1' : '0';
       graph = new GraphView(graphPane, g, select);
       requestAnimationFrame(() => graph && graph.fit());
       onDetail(d);
@@ -333,6 +387,7 @@ export function runPage(main, runId, nav, setCrumbs) {
   start();
   return () => {
     disposed = true;
+    delete document.body.dataset.consoleOfRun;
     clearInterval(ticker);
     if (frame) cancelAnimationFrame(frame);
     if (stream) stream.close();

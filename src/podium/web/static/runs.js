@@ -1,7 +1,7 @@
 // The runs page: every run, newest first, live; runs waiting for a person on top.
 
 import {h, append, clear, fmtAge, fmtDuration, fmtTokens, fmtCost, statePill} from './dom.js';
-import {openStream} from './net.js';
+import {openStream, postJSON} from './net.js';
 
 const FILTERS = [
   ['', 'All'], ['active', 'Active'], ['waiting', 'Waiting'], ['running', 'Running'],
@@ -23,6 +23,7 @@ export function runsPage(main, nav) {
   let order = [];
   let skew = 0;
   let counts = {};
+  let needs = []; // the runs that need a person, from the store (not only those listed)
   let workflows = [];
   let stream = null;
   let searchTimer = null;
@@ -53,19 +54,13 @@ export function runsPage(main, nav) {
   function renderChips() {
     clear(chips);
     for (const [value, label] of FILTERS) {
-      let n = '';
-      if (value === 'waiting') n = counts.gates || 0;
-      else if (value === 'running') n = counts.running || 0;
-      else if (value === 'failed') n = (counts.failed || 0) + (counts.error || 0) + (counts.limit || 0);
-      else if (value === 'success') n = counts.success || 0;
-      else if (value === 'interrupted') n = counts.interrupted || 0;
-      else if (value === 'active') n = (counts.running || 0) + (counts.waiting || 0);
-      else if (value === '') n = counts.total || 0;
+      const n = {'': counts.total, active: counts.active, waiting: counts.waiting, running: counts.running,
+        success: counts.success, failed: counts.failed_all, interrupted: counts.interrupted}[value] || 0;
       chips.append(h('button', {
         type: 'button', class: `chip${value === 'waiting' && n ? ' hot' : ''}`, 'aria-pressed': String(filter.status === value),
         dataset: {filter: value || 'all'},
         onclick: () => { filter.status = value; apply(); },
-      }, label, n !== '' ? h('span', {class: 'count'}, String(n)) : null));
+      }, label, h('span', {class: 'count'}, String(n))));
     }
   }
 
@@ -99,18 +94,31 @@ export function runsPage(main, nav) {
   }
 
   function renderAttention() {
-    const waiting = order.map((id) => rows.get(id).run).filter((r) => r.state === 'waiting' || r.state === 'interrupted');
+    const waiting = needs;
     clear(attention);
     attention.hidden = !waiting.length;
     if (!waiting.length) return;
-    attention.append(h('h2', null, 'Needs attention'), h('ul', null, waiting.slice(0, 12).map((r) =>
+    attention.append(h('h2', null, 'Needs attention'), h('ul', null, waiting.map((r) =>
       h('li', {class: `att st-${r.state}`},
         statePill(r.state), ' ',
         h('a', {href: `/runs/${r.id}`, 'data-link': ''}, r.workflow), ' ',
         h('span', {class: 'mono muted small'}, r.id), ' ',
         r.gate ? h('span', null, r.gate.kind === 'iteration_limit' ? 'asks for more iterations at ' : 'waits at gate ', h('strong', null, r.gate.step))
-          : h('span', {class: 'muted'}, 'its process is gone: ', h('code', null, `podium resume ${r.id}`)),
-        r.gate ? h('a', {class: 'button small', href: `/runs/${r.id}`, 'data-link': ''}, 'Answer') : null))));
+          : h('span', {class: 'muted'}, 'interrupted: no process advances it'),
+        r.gate ? h('a', {class: 'button small', href: `/runs/${r.id}`, 'data-link': ''}, 'Answer')
+          : h('button', {type: 'button', class: 'small resume', dataset: {resume: r.id}, onclick: (ev) => resume(ev.currentTarget, r.id)}, 'Resume')))));
+  }
+
+  async function resume(button, id) {
+    button.disabled = true;
+    try {
+      const res = await postJSON(`/api/runs/${id}/resume`, {});
+      button.textContent = 'Resuming…';
+      button.title = res.message;
+    } catch (err) {
+      button.disabled = false;
+      button.title = `Could not resume: ${err.message}`;
+    }
   }
 
   function renderAll() {
@@ -139,6 +147,7 @@ export function runsPage(main, nav) {
   function onRuns(data) {
     skew = data.now - Date.now() / 1000;
     counts = data.counts;
+    needs = data.attention || [];
     if (JSON.stringify(workflows) !== JSON.stringify(data.workflows)) {
       workflows = data.workflows;
       renderWorkflows();

@@ -14,7 +14,7 @@ export function fold(events, upto = events.length) {
   const s = {
     nodes: new Map(), edges: new Map(), execs: new Map(), byKey: new Map(),
     current: null, finished: null, startTs: null, ts: null, limits: [], warnings: [],
-    openGate: null, tokens: 0, cost: 0, partial: false,
+    openGate: null, tokens: 0, cost: 0, partial: false, failedStep: null,
   };
   const node = (name) => {
     let n = s.nodes.get(name);
@@ -81,7 +81,9 @@ export function fold(events, upto = events.length) {
       case 'step_failed': {
         const x = exec(e.step, e.iteration);
         Object.assign(x, {status: 'failed', type: e.step_type, elapsed: e.elapsed, error: e.message,
-          errorType: e.error_type, finishedTs: e.ts});
+          errorType: e.error_type, errorDetails: e.details || {}, finishedTs: e.ts,
+          tokensIn: e.input_tokens, tokensOut: e.output_tokens, cost: e.cost_usd});
+        s.failedStep = e.group || e.step;
         if (!e.group) {
           node(e.step).status = 'failed';
           node(e.step).count = Math.max(node(e.step).count, e.iteration);
@@ -179,7 +181,12 @@ const MARK = {done: '✓', failed: '✗', running: '●', pending: '○', stoppe
 function execView(x, open, ctx) {
   const body = [];
   if (x.group) body.push(h('p', {class: 'muted'}, `member of ${x.group}`));
-  if (x.error) body.push(section('Error', textBlock(`${x.errorType || 'error'}: ${x.error}`, 'err')));
+  if (x.error) {
+    const more = x.errorDetails || {};
+    const trace = more.traceback || more.stderr;  // a script's traceback is on its stderr
+    body.push(section('Error', textBlock(`${x.errorType || 'error'}: ${x.error}`, 'err'),
+      trace ? [h('h5', null, more.traceback ? 'Traceback' : 'stderr'), textBlock(trace, 'err traceback')] : null));
+  }
   if (x.gate) body.push(section(x.gate.kind === 'iteration_limit' ? 'Iteration limit' : 'Gate', gateView(x.gate)));
   if (x.system) body.push(section('System prompt', textBlock(x.system)));
   if (x.prompt !== undefined) {
@@ -202,7 +209,9 @@ function execView(x, open, ctx) {
       sc.stderr ? [h('h5', null, 'stderr', sc.stderr_truncated ? ' (truncated)' : ''), textBlock(sc.stderr, 'stderr')] : null));
   });
   if (x.members.length) {
-    body.push(section(`Members (${x.members.length})`, h('div', {class: 'members'},
+    const done = x.members.filter((m) => m.status === 'done').length;
+    const cost = x.members.reduce((c, m) => c + (m.cost || 0), 0);
+    body.push(section(`Members (${done}/${x.members.length} done · ${fmtCost(cost)})`, h('div', {class: 'members'},
       x.members.map((m) => h('details', {class: `exec st-${m.status}`},
         h('summary', null, h('span', {class: 'mark'}, MARK[m.status] || ''), ` ${m.step} `, h('span', {class: 'muted'}, execSummary(m))),
         execView(m, false, ctx))))));
@@ -219,7 +228,10 @@ function execView(x, open, ctx) {
         h('li', null, h('a', {href: `/runs/${c.id}`, 'data-link': ''}, c.slot || c.id), ` · ${c.workflow} · ${c.state}`)))));
     }
   }
-  if (!body.length) body.push(h('p', {class: 'muted'}, x.status === 'running' ? 'running…' : 'no details recorded'));
+  if (!body.length) {
+    body.push(h('p', {class: 'muted'}, x.status === 'running' ? 'running…'
+      : x.status === 'stopped' ? 'interrupted before it finished' : 'no details recorded'));
+  }
   return h('div', {class: 'exec-body'}, body);
 }
 
@@ -234,6 +246,15 @@ export function gateView(gate) {
       : h('p', {class: 'muted'}, 'not answered yet'));
 }
 
+// A terminate step's reason as the run rendered it; a template ({{ }}) never shows raw:
+// before the step ran, the page says its reason comes then.
+function terminalReason(detail, execs) {
+  const ran = execs.filter((x) => x.output && typeof x.output === 'object' && x.output.reason !== undefined);
+  if (ran.length) return h('p', {class: 'muted reason'}, `${detail.status}: ${ran[ran.length - 1].output.reason}`);
+  if (!String(detail.reason).includes('{{')) return h('p', {class: 'muted reason'}, `${detail.status}: ${detail.reason}`);
+  return h('p', {class: 'muted reason'}, `${detail.status}; its reason is written when the step runs`);
+}
+
 /** The panel for one step: what it is, then every execution, newest first. */
 export function stepPanel(name, graphNode, state, ctx) {
   const kind = graphNode ? graphNode.kind : 'step';
@@ -245,7 +266,7 @@ export function stepPanel(name, graphNode, state, ctx) {
   if (detail.model) facts.push(h('p', {class: 'muted'}, `model ${detail.model}`));
   if (detail.command) facts.push(h('p', {class: 'muted mono'}, detail.command));
   if (detail.workflow) facts.push(h('p', {class: 'muted'}, `sub-workflow ${detail.workflow}`));
-  if (detail.reason) facts.push(h('p', {class: 'muted'}, `${detail.status}: ${detail.reason}`));
+  if (detail.reason) facts.push(terminalReason(detail, execs));
   if (detail.source) facts.push(h('p', {class: 'muted'}, `for each ${detail.as} in ${detail.source}`));
   if (detail.members && kind === 'parallel') facts.push(h('p', {class: 'muted'}, `members: ${detail.members.map((m) => m.name).join(', ')}`));
   const list = execs.slice().reverse();
