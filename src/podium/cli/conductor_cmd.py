@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
-from podium.errors import PodiumError, UsageError
+from podium.cli.runs_cmd import _guard
+from podium.errors import UsageError
 
 if TYPE_CHECKING:
     from podium.cli.run_cmd import RunRequest
@@ -202,15 +203,6 @@ def start_in_background(req: RunRequest) -> int:
 
 
 # ----------------------------------------------------------------------------- status, stop
-
-
-def _guard(fn: Any) -> int:
-    try:
-        code: int = fn()
-        return code
-    except PodiumError as exc:
-        sys.stderr.write(f"podium: {exc}\n")
-        return exc.exit_code
 
 
 def status_command(json_out: bool) -> int:

@@ -13,14 +13,9 @@ from podium.store.base import RunRecord
 
 
 def _age(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
+    from podium.app.fleet import elapsed_text  # one way to write an age, as the fleet does
+
+    return elapsed_text(seconds)
 
 
 def _cost(r: RunRecord) -> str:
