@@ -555,6 +555,33 @@ def fleet_prune(
     raise typer.Exit(prune_command(older_than, yes, output_format))
 
 
+mcp_app = typer.Typer(help="Serve workflows to MCP clients.", no_args_is_help=True,
+                      rich_markup_mode=None)
+app.add_typer(mcp_app, name="mcp")
+
+
+@mcp_app.command("serve")
+def mcp_serve(
+    folder: Annotated[Path, typer.Argument(help="The folder of workflow files.",
+                                           show_default=False, metavar="FOLDER")],
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP (at /mcp) "
+                                       "instead of stdio.")] = False,
+    host: Annotated[str, typer.Option("--host", help="--http: the address to listen on.",
+                                      metavar="HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="--http: the port (0: a free one; the "
+                                      "URL is printed on stderr).", metavar="N")] = 0,
+    allow_remote: Annotated[bool, typer.Option(
+        "--allow-remote", help="--http: allow a --host that is not a loopback address.")] = False,
+) -> None:
+    """Serve every workflow of FOLDER as an MCP tool (its inputs as the tool's schema): a call
+    runs the workflow in the store and returns its output; a run waiting at a gate returns its
+    run id, answered with the podium_answer tool (podium_status reports on a run)."""
+    from podium.cli.mcp_cmd import serve_command
+    ready()
+
+    raise typer.Exit(serve_command(folder, http, host, port, allow_remote))
+
+
 def ready() -> None:
     """The invoked command's code is imported: turn the garbage collector back on.
 
