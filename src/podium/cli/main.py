@@ -84,7 +84,7 @@ def validate(
 
 @app.command()
 def run(
-    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False, metavar="FILE")],
+    file: Annotated[Path, typer.Argument(help="The workflow file, or a registry reference NAME[@REGISTRY][#REF].", show_default=False, metavar="FILE")],
     inputs: Annotated[list[str] | None, typer.Option(
         "--input", "-i", metavar="NAME=VALUE",
         help="A workflow input NAME=VALUE (repeatable).")] = None,
@@ -580,6 +580,95 @@ def mcp_serve(
     ready()
 
     raise typer.Exit(serve_command(folder, http, host, port, allow_remote))
+
+
+registry_app = typer.Typer(help="Workflow registries (Conductor's registries.toml and "
+                            "index.yaml): run their workflows as NAME[@REGISTRY][#REF].",
+                            no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(registry_app, name="registry")
+
+
+@registry_app.command("add")
+def registry_add(
+    name: Annotated[str, typer.Argument(help="The registry's name.", show_default=False,
+                                        metavar="NAME")],
+    source: Annotated[str, typer.Argument(help="A local folder, a git repository (URL, "
+                                          "file:// URL or path) or GitHub owner/repo.",
+                                          show_default=False, metavar="SOURCE")],
+    kind: Annotated[str | None, typer.Option("--type", help="path, git or github (default: "
+                                             "guessed from SOURCE).", metavar="TYPE")] = None,
+    make_default: Annotated[bool, typer.Option("--default", help="Make it the default "
+                                               "registry.")] = False,
+) -> None:
+    """Add a registry (a git one is cloned now, into $PODIUM_HOME/registry-cache).
+
+    Exit codes: 0 added, 2 refused, 3 git or file failure.
+    """
+    from podium.cli.registry_cmd import add_command
+    ready()
+
+    raise typer.Exit(add_command(name, source, kind, make_default))
+
+
+@registry_app.command("list")
+def registry_list(
+    name: Annotated[str | None, typer.Argument(help="List this registry's workflows.",
+                                               show_default=False, metavar="NAME")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
+    """List the registries (* marks the default), or one registry's workflows."""
+    from podium.cli.registry_cmd import list_command
+    ready()
+
+    raise typer.Exit(list_command(name, json_out))
+
+
+@registry_app.command("show")
+def registry_show(
+    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
+                                        metavar="NAME")],
+) -> None:
+    """Show a registry: type, source, default, cache folder."""
+    from podium.cli.registry_cmd import show_command
+    ready()
+
+    raise typer.Exit(show_command(name))
+
+
+@registry_app.command("remove")
+def registry_remove(
+    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
+                                        metavar="NAME")],
+) -> None:
+    """Remove a registry and its cache."""
+    from podium.cli.registry_cmd import remove_command
+    ready()
+
+    raise typer.Exit(remove_command(name))
+
+
+@registry_app.command("set-default")
+def registry_set_default(
+    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
+                                        metavar="NAME")],
+) -> None:
+    """Make a registry the default (used by NAME and NAME@#REF)."""
+    from podium.cli.registry_cmd import set_default_command
+    ready()
+
+    raise typer.Exit(set_default_command(name))
+
+
+@registry_app.command("update")
+def registry_update(
+    name: Annotated[str | None, typer.Argument(help="Only this registry (default: all).",
+                                               show_default=False, metavar="NAME")] = None,
+) -> None:
+    """Fetch the registries' new commits; prints each default branch's commit."""
+    from podium.cli.registry_cmd import update_command
+    ready()
+
+    raise typer.Exit(update_command(name))
 
 
 def ready() -> None:

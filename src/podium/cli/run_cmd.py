@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,6 +84,19 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
     from podium.events.sinks.console import ConsoleSink
 
     warnings: list[str] = []
+    origin: dict[str, Any] | None = None
+    if not req.file.exists():  # NAME[@REGISTRY][#REF]: a workflow from a registry
+        from podium.app import registries
+
+        if registries.looks_like_reference(str(req.file)):
+            try:
+                resolved = registries.resolve(str(req.file))
+            except PodiumError as exc:
+                return fail("run", exc)
+            if resolved.warning and not req.silent:
+                sys.stderr.write(f"podium run: {resolved.warning}\n")
+            req = replace(req, file=resolved.path)
+            origin = resolved.origin
     wf, code = load_valid(req.file, warnings)
     if wf is None:
         return code
@@ -116,7 +129,8 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
         start = StartRequest(wf, req.file, inputs, options={
             "responses": str(req.responses.resolve()) if req.responses else None,
             "skip_gates": req.skip_gates, "provider": req.provider,
-            **({"metadata": metadata} if metadata else {})})
+            **({"metadata": metadata} if metadata else {}),
+            **({"origin": origin} if origin else {})})
         prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
         try:
             done = start_run(store, start, opts, prepare=prepare)

@@ -152,6 +152,11 @@ def show_command(run_id: str, fmt: str) -> int:
         elif live.live and live.lease is not None:
             w(f"advanced by pid {live.lease.owner.pid} on {live.lease.owner.host}\n")
         w(f"workflow: {run.workflow_path}\n")
+        origin = (run.options or {}).get("origin") or {}
+        if origin:  # podium run NAME@REGISTRY#REF
+            from podium.app.registries import describe_origin
+
+            w(f"from registry: {describe_origin(origin)}\n")
         w(f"inputs: {json.dumps(run.inputs, ensure_ascii=False)}\n")
         tags = (run.options or {}).get("metadata") or {}
         if tags:  # --metadata KEY=VALUE
