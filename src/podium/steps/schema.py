@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
+from jsonschema import Draft202012Validator, ValidationError
+
 from podium import jsontext
-from podium.language.model import OutputField, value_has_type
+from podium.language.model import OutputField
 
 
 class SchemaViolation(Exception):
@@ -47,60 +51,119 @@ def json_type_name(value: Any) -> str:
 
 
 def check_value(schema: dict[str, OutputField], data: Any, prefix: str = "") -> None:
-    """Raise SchemaViolation for the first field of `data` that breaks `schema`."""
+    """Raise SchemaViolation for the first field of `data` that breaks `schema`.
+
+    The checking is the `jsonschema` library's (Draft 2020-12) over the declaration translated
+    once (`_validator`); the error it reports is the first in declaration order, in podium's
+    words (`_violation`).
+    """
     if not isinstance(data, dict):
         raise SchemaViolation(prefix or "<output>",
                               f"output must be a JSON object, got {json_type_name(data)}")
-    for name, fld in schema.items():
-        path = f"{prefix}{name}"
-        if name not in data:
-            if not fld.required:
-                continue
-            raise SchemaViolation(path, f"missing required output field: {path}")
-        _check_field(fld, data[name], path)
+    if not schema:
+        return
+    errors = list(_validator(schema).iter_errors(data))
+    if errors:
+        raise min((_violation(schema, e, prefix) for e in errors), key=lambda v: v[0])[1]
 
 
-def _check_field(fld: OutputField, value: Any, path: str) -> None:
-    if value is None:
-        if fld.nullable:
-            return
-        raise SchemaViolation(path, f"output field '{path}' must not be null")
-    if not value_has_type(value, fld.type):
-        raise SchemaViolation(path, f"output field '{path}' has wrong type: expected "
-                              f"{fld.type}, got {json_type_name(value)} (received: "
-                              f"{_describe(value)})")
-    if fld.enum is not None and value not in fld.enum:
-        allowed = ", ".join(json.dumps(v) for v in fld.enum)
-        raise SchemaViolation(path, f"output field '{path}' must be one of {allowed} "
-                              f"(received: {_describe(value)})")
-    if fld.type == "string":
-        if fld.min_length is not None and len(value) < fld.min_length:
-            raise SchemaViolation(path, f"output field '{path}' is shorter than "
-                                  f"{fld.min_length} characters")
-        if fld.max_length is not None and len(value) > fld.max_length:
-            raise SchemaViolation(path, f"output field '{path}' is longer than "
-                                  f"{fld.max_length} characters")
-        if fld.pattern is not None and re.search(fld.pattern, value) is None:
-            raise SchemaViolation(path, f"output field '{path}' does not match pattern "
-                                  f"{fld.pattern!r}")
-    if fld.type == "number":
-        if fld.minimum is not None and value < fld.minimum:
-            raise SchemaViolation(path, f"output field '{path}' is below the minimum "
-                                  f"{fld.minimum:g}")
-        if fld.maximum is not None and value > fld.maximum:
-            raise SchemaViolation(path, f"output field '{path}' is above the maximum "
-                                  f"{fld.maximum:g}")
+# A field's own checks, in the order podium reports them: the first that fails is named.
+_RANK = {"type": 0, "enum": 1, "minLength": 2, "maxLength": 3, "pattern": 4, "minimum": 5,
+         "maximum": 6}
+_CACHE_SIZE = 512
+_validators: OrderedDict[int, tuple[dict[str, OutputField], Draft202012Validator]] = \
+    OrderedDict()
+_validators_lock = threading.Lock()
+
+
+def _validator(schema: dict[str, OutputField]) -> Draft202012Validator:
+    """The validator of a declaration, built once per declaration (a step's `output:`).
+
+    Keyed by identity; the entry holds the declaration itself, so its id cannot be reused
+    while the entry lives (declarations are parsed once per plan and never mutated).
+    """
+    key = id(schema)
+    with _validators_lock:
+        entry = _validators.get(key)
+        if entry is not None and entry[0] is schema:
+            _validators.move_to_end(key)
+            return entry[1]
+    validator = Draft202012Validator(validation_schema(schema))
+    with _validators_lock:
+        _validators[key] = (schema, validator)
+        while len(_validators) > _CACHE_SIZE:
+            _validators.popitem(last=False)
+    return validator
+
+
+def validation_schema(schema: dict[str, OutputField]) -> dict[str, Any]:
+    """The JSON Schema `check_value` checks with: `to_json_schema` without its closing of
+    objects (extra keys are allowed in an output, as in Conductor) and without descriptions."""
+    return {"type": "object", "properties": {n: _check_schema(f) for n, f in schema.items()},
+            "required": [n for n, f in schema.items() if f.required]}
+
+
+def _check_schema(fld: OutputField) -> dict[str, Any]:
+    out = _field_schema(fld)
+    out.pop("description", None)
     if fld.type == "object" and fld.properties is not None:
-        check_value(fld.properties, value, prefix=f"{path}.")
+        out["properties"] = {n: _check_schema(f) for n, f in fld.properties.items()}
     if fld.type == "array" and fld.items is not None:
-        for i, item in enumerate(value):
-            item_path = f"{path}[{i}]"
-            if item is None and fld.items.nullable:
-                continue
-            if item is not None and not value_has_type(item, fld.items.type):
-                raise SchemaViolation(item_path, f"array item {i} in '{path}' has wrong type: "
-                                      f"expected {fld.items.type}, got {json_type_name(item)}")
-            _check_field(fld.items, item, item_path)
+        out["items"] = _check_schema(fld.items)
+    return out
+
+
+def _violation(schema: dict[str, OutputField], error: ValidationError,
+               prefix: str) -> tuple[tuple[int, ...], SchemaViolation]:
+    """podium's words for one jsonschema error, with its place in podium's report order: the
+    declaration index of each property on the path (an array index for items), then the rank
+    of the failed check."""
+    fields: dict[str, OutputField] | None = schema
+    fld: OutputField | None = None
+    order: list[int] = []
+    path = prefix.removesuffix(".")
+    parent = ""  # the array's path when the last step was an item
+    for step in error.absolute_path:
+        if isinstance(step, int):
+            assert fld is not None
+            assert fld.items is not None
+            parent, path, fld = path, f"{path}[{step}]", fld.items
+            order.append(step)
+        else:
+            assert fields is not None
+            order.append(list(fields).index(step))
+            parent, fld = "", fields[step]
+            path = f"{path}.{step}" if path else step
+        fields = fld.properties
+    keyword = error.validator
+    value = error.instance
+    if keyword == "required":
+        assert fields is not None
+        assert isinstance(value, dict)
+        name = next(n for n, f in fields.items() if f.required and n not in value)
+        missing = f"{path}.{name}" if path else name
+        return (*order, list(fields).index(name), -1), SchemaViolation(
+            missing, f"missing required output field: {missing}")
+    assert fld is not None, f"unexpected error at the top of the output: {error.message}"
+    rank = (*order, _RANK.get(str(keyword), len(_RANK)))
+    if keyword == "type" and value is None:
+        return rank, SchemaViolation(path, f"output field '{path}' must not be null")
+    if keyword == "type" and parent:
+        return rank, SchemaViolation(path, f"array item {order[-1]} in '{parent}' has wrong "
+                                     f"type: expected {fld.type}, got {json_type_name(value)}")
+    messages = {
+        "type": f"has wrong type: expected {fld.type}, got {json_type_name(value)} "
+                f"(received: {_describe(value)})",
+        "enum": "must be one of " + ", ".join(json.dumps(v) for v in fld.enum or ())
+                + f" (received: {_describe(value)})",
+        "minLength": f"is shorter than {fld.min_length} characters",
+        "maxLength": f"is longer than {fld.max_length} characters",
+        "pattern": f"does not match pattern {fld.pattern!r}",
+        "minimum": f"is below the minimum {fld.minimum or 0:g}",
+        "maximum": f"is above the maximum {fld.maximum or 0:g}",
+    }
+    return rank, SchemaViolation(path, f"output field '{path}' "
+                                 f"{messages.get(str(keyword), error.message)}")
 
 
 def to_json_schema(schema: dict[str, OutputField]) -> dict[str, Any]:
