@@ -51,8 +51,48 @@ def error(status: int, message: str = "error", *, retry_after: str | None = None
                                      "code": None}}, headers)
 
 
+def _pieces(value: str, n: int = 3) -> list[str]:
+    size = max(1, len(value) // n + 1)
+    return [value[i:i + size] for i in range(0, len(value), size)]
+
+
+def stream_chunks(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """The SSE chunks Chat Completions sends for a chat.completion `body` with stream=True and
+    stream_options.include_usage: the role first, the text and each tool call's arguments in
+    several pieces (a call's id and name in its first piece), the finish reason, a last chunk
+    with the usage and no choices, then [DONE]."""
+    head = {k: body[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, Any]:
+        return None, dict(head, choices=[{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": finish}])
+
+    choice = body["choices"][0]
+    message = choice["message"]
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": p}) for p in _pieces(message.get("content") or "")]
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        args = _pieces(tc["function"]["arguments"]) or [""]
+        out.append(chunk({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                          "function": {"name": tc["function"]["name"],
+                                                       "arguments": args[0]}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+                for p in args[1:]]
+    out.append(chunk({}, choice["finish_reason"]))
+    out.append((None, dict(head, choices=[], usage=body.get("usage"))))
+    out.append((None, "[DONE]"))
+    return out
+
+
 class FakeOpenAI(WireServer):
-    """Serves /v1/chat/completions and /openai/deployments/<d>/chat/completions."""
+    """Serves /v1/chat/completions and /openai/deployments/<d>/chat/completions (as SSE chunks
+    when the request asks for a stream, as podium does)."""
+
+    def stream_events(self, item: Any) -> list[tuple[str | None, Any]] | None:
+        if isinstance(item, dict) and item.get("object") == "chat.completion":
+            return stream_chunks(item)
+        return None
 
     def chat_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]

@@ -134,7 +134,8 @@ class WireServer:
                     chunks = []
                     for event, data in canned.events:
                         head = f"event: {event}\n" if event else ""
-                        chunks.append(f"{head}data: {json.dumps(data)}\n\n")
+                        text = data if data == "[DONE]" else json.dumps(data)  # OpenAI's end
+                        chunks.append(f"{head}data: {text}\n\n")
                     payload, ctype = "".join(chunks).encode(), "text/event-stream"
                 else:
                     payload, ctype = json.dumps(canned.body).encode(), "application/json"

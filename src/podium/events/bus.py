@@ -4,7 +4,8 @@ Two kinds of sink. The committer (the run store) gets each event first, and when
 the run stops: the error is re-raised to the emitter, and every later emit raises it again, so
 a step that caught it cannot go on unrecorded. Observers (the console, the JSONL copy, traces)
 may fail: one that raises is reported once on stderr and skipped for the rest of the run; it
-never breaks the run or stops the other sinks.
+never breaks the run or stops the other sinks. Live-only events (`model_delta`, streamed
+model text) go to the observers alone: the run store never holds them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 from typing import Protocol
 
 from podium.clock import Clock
-from podium.events.model import Event
+from podium.events.model import LIVE_ONLY, Event
 from podium.events.redact import Redactor
 
 
@@ -53,16 +54,18 @@ class EventBus:
     def emit(self, event: Event) -> Event:
         if event.type in self.drop:
             return event
+        live = event.type in LIVE_ONLY  # observers only: not committed, no seq of its own
         with self._lock:
             if self.failure is not None:
                 raise self.failure
-            self.seq += 1
+            if not live:
+                self.seq += 1
             stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
                                                "ts": self.clock.now(),
                                                "parent_run_id": self.parent_run_id})
             if self.redactor:
                 stamped = self._redacted(stamped)
-            for committer in self.committers:
+            for committer in () if live else self.committers:
                 try:
                     committer.handle(stamped)
                 except Exception as exc:

@@ -156,6 +156,29 @@ class ModelExchange(Event):
     api_calls: int = 1  # model calls behind this answer (a tool loop makes several)
     cost_usd: float | None = None  # None when the model has no price
     call: ModelCall | None = None  # None: the agent's own execution
+    finish_reason: str | None = None  # why the last API call stopped, as the API says it
+    # the context gauge: tokens the last API call used (its input and output) of the model's
+    # window (None when the window is unknown)
+    context_tokens: int | None = None
+    context_window: int | None = None
+
+
+class ModelDelta(Event):
+    """Model text, reasoning or a tool call's arguments as they stream in, coalesced. Live only:
+    observers see it while the step runs; it is not stored, recorded or written to the JSONL
+    log (the `model_exchange` that follows holds the whole answer), and it takes no `seq` of
+    its own (it carries the seq of the event before it)."""
+
+    type: Literal["model_delta"] = "model_delta"
+    step: str
+    iteration: int
+    kind: Literal["text", "reasoning", "tool_call"]
+    text: str
+    tool: str | None = None  # the tool a tool_call delta's arguments are for
+
+
+# event types observers see but the run store (the committer) and its copies never hold
+LIVE_ONLY: frozenset[str] = frozenset({"model_delta"})
 
 
 class ParseRecovery(Event):
@@ -422,7 +445,7 @@ AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed |
             | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
             | Warning_ | Checkpointed | ValidatorStarted | ValidatorFinished | ValidationFailed
             | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished | ContextTrimmed
-            | GuidanceAdded)
+            | GuidanceAdded | ModelDelta)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
@@ -430,7 +453,8 @@ EVENT_CLASSES: dict[str, type[Event]] = {
               PromptRendered, ModelExchange, ParseRecovery, ProviderRetry, ToolCalled, ScriptOutput,
               McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
               Checkpointed, ValidatorStarted, ValidatorFinished, ValidationFailed, DialogEvaluated,
-              DialogStarted, DialogMessage, DialogFinished, ContextTrimmed, GuidanceAdded)
+              DialogStarted, DialogMessage, DialogFinished, ContextTrimmed, GuidanceAdded,
+              ModelDelta)
 }
 
 

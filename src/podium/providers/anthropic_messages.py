@@ -1,5 +1,6 @@
 """Claude through the official `anthropic` SDK's Messages API (streamed, so long thinking
-budgets do not hit the SDK's non-streaming limit).
+budgets do not hit the SDK's non-streaming limit; text, thinking and tool input go out as
+`model_delta` events as they arrive).
 
 Structured output uses `output_config.format` (a JSON Schema, in the form the SDK's
 `transform_schema` produces); models older than structured outputs answer through a forced call
@@ -25,7 +26,7 @@ from podium.providers.catalog import (
     claude_native_schema,
     claude_thinking,
 )
-from podium.providers.loop import LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.tools.base import ToolResult
@@ -65,6 +66,21 @@ def _block_param(block: Any) -> dict[str, Any] | None:
     if kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
     return None
+
+
+def _stream_delta(event: Any, tools: dict[int, str], deltas: DeltaStream) -> None:
+    """One raw stream event as a `model_delta` piece (text, thinking, a tool's input)."""
+    kind = getattr(event, "type", None)
+    if kind == "content_block_start" and event.content_block.type == "tool_use":
+        tools[event.index] = event.content_block.name
+    elif kind == "content_block_delta":
+        d = event.delta
+        if d.type == "text_delta":
+            deltas.add("text", d.text)
+        elif d.type == "thinking_delta":
+            deltas.add("reasoning", d.thinking)
+        elif d.type == "input_json_delta":
+            deltas.add("tool_call", d.partial_json, tools.get(event.index))
 
 
 class ClaudeSession(LoopSession):
@@ -155,12 +171,18 @@ class ClaudeSession(LoopSession):
             raise
 
     def create(self, timeout: float) -> Turn:
+        deltas = DeltaStream(self.request)
         try:
             with self.provider.client.messages.stream(
                     messages=self.messages, timeout=timeout, **self.params) as stream:
+                tools: dict[int, str] = {}  # block index -> tool name
+                for event in stream:
+                    _stream_delta(event, tools, deltas)
                 msg = stream.get_final_message()
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None
+        finally:
+            deltas.flush()
         texts, calls, kept = [], [], []
         data = None
         ids: list[str] = []

@@ -24,6 +24,8 @@ from podium.tools.base import ToolResult
 
 DEFAULT_REQUEST_TIMEOUT = 600.0
 EVENT_TEXT_CAP = 2000
+DELTA_SECONDS = 0.1  # streamed text is emitted at most this often per step ...
+DELTA_CHARS = 2048  # ... unless this much is waiting
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,42 @@ class Turn:
     model: str | None = None
     stop: str | None = None
     message: Any = None  # the assistant message to keep in the conversation
+
+
+class DeltaStream:
+    """Streamed model output as `model_delta` events, coalesced: pieces of one kind (and one
+    tool) are joined and emitted at most every DELTA_SECONDS, or when DELTA_CHARS are waiting,
+    and at `flush`. Does nothing when the request has no `emit`."""
+
+    def __init__(self, request: AgentRequest) -> None:
+        self.request = request
+        self.kind: str | None = None
+        self.tool: str | None = None
+        self.parts: list[str] = []
+        self.size = 0
+        self.last = time.monotonic()
+
+    def add(self, kind: str, text: str, tool: str | None = None) -> None:
+        if self.request.emit is None or not text:
+            return
+        if (kind, tool) != (self.kind, self.tool):
+            self.flush()
+            self.kind, self.tool = kind, tool
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= DELTA_CHARS or time.monotonic() - self.last >= DELTA_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.last = time.monotonic()
+        if not self.parts or self.request.emit is None or self.kind is None:
+            return
+        from podium.events.model import ModelDelta
+
+        text, self.parts, self.size = "".join(self.parts), [], 0
+        self.request.emit(ModelDelta(step=self.request.step, iteration=self.request.iteration,
+                                     kind=self.kind,
+                                     text=text, tool=self.tool))
 
 
 def retry_after(headers: Any) -> float | None:
@@ -164,7 +202,8 @@ class LoopSession(ABC):
                                  sum(c.cached_tokens for c in calls),
                                  turn.model or self.request.model,
                                  {"api_calls": len(calls), "tool_rounds": self.rounds,
-                                  "stop": turn.stop},
+                                  "stop": turn.stop,
+                                  "context_tokens": turn.input_tokens + turn.output_tokens},
                                  sum(c.cache_write_tokens for c in calls), tuple(calls))
                 if self.rounds >= self.request.max_agent_iterations:
                     raise ProviderError(

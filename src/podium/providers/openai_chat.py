@@ -1,5 +1,7 @@
 """OpenAI, any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, a gateway) and Azure
-OpenAI, through the official `openai` SDK's Chat Completions API.
+OpenAI, through the official `openai` SDK's Chat Completions API, streamed: text, reasoning
+and tool calls go out as `model_delta` events while the answer comes in, and the answer is
+assembled into the same Turn a non-streamed call gives (usage from the last chunk).
 
 Structured output uses `response_format` with a JSON Schema (strict when the schema allows
 it), reasoning effort the `reasoning_effort` parameter, tools function calling. One client per
@@ -10,13 +12,15 @@ policy retries instead (with events).
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+import httpx
 import openai
 
 from podium.providers.base import AgentRequest, ProviderError
 from podium.providers.catalog import Capabilities, openai_rejects_effort
-from podium.providers.loop import LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.tools.base import ToolResult
@@ -100,35 +104,118 @@ class OpenAISession(LoopSession):
         return [{"role": "user", "content": text}]
 
     def create(self, timeout: float) -> Turn:
+        deltas = DeltaStream(self.request)
+        got = _Assembled()
         try:
-            resp = self.provider.client.chat.completions.create(
-                messages=self.messages, timeout=timeout, **self.params)
+            # the raw streamed response, read to its end (the SDK's Stream stops at [DONE]
+            # and closes the connection before the body ends, so it would not be reused)
+            with self.provider.client.chat.completions.with_streaming_response.create(
+                    messages=self.messages, timeout=timeout, stream=True,
+                    stream_options={"include_usage": True}, **self.params) as response:
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    for line in response.iter_lines():
+                        got.line(line, deltas, self.provider.name)
+                else:  # an endpoint that does not stream answers with the whole completion
+                    got.whole(json.loads(response.read()), deltas)
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
-        if not resp.choices:
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{self.provider.name}: the stream broke off "
+                                f"({type(exc).__name__}: {exc})", retryable=True) from None
+        finally:
+            deltas.flush()
+        if not got.seen:
             raise ProviderError(f"{self.provider.name}: the answer has no choices")
-        choice = resp.choices[0]
-        msg = choice.message
-        text = msg.content or getattr(msg, "refusal", None) or ""
-        calls = [ToolCall(tc.id, tc.function.name, tc.function.arguments)
-                 for tc in (msg.tool_calls or []) if getattr(tc, "type", "") == "function"]
-        kept: dict[str, Any] = {"role": "assistant", "content": msg.content}
+        calls = [ToolCall(c["id"], c["name"], c["arguments"])
+                 for _, c in sorted(got.calls.items())]
+        content = "".join(got.text)
+        kept: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             kept["tool_calls"] = [{"id": c.id, "type": "function",
                                    "function": {"name": c.name, "arguments": c.arguments}}
                                   for c in calls]
-        usage = resp.usage
-        cached = 0
-        if usage is not None and usage.prompt_tokens_details is not None:
-            cached = usage.prompt_tokens_details.cached_tokens or 0
-        return Turn(text, calls, None, usage.prompt_tokens if usage else 0,
-                    usage.completion_tokens if usage else 0, cached, 0, resp.model,
-                    choice.finish_reason, kept)
+        usage = got.usage
+        details = usage.get("prompt_tokens_details") or {}
+        return Turn(content or "".join(got.refusal), calls, None,
+                    int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                    int(details.get("cached_tokens") or 0), 0, got.model, got.finish, kept)
 
     def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
         return [{"role": "tool", "tool_call_id": c.id,
                  "content": ("error: " + r.text) if r.is_error else r.text}
                 for c, r in zip(calls, results, strict=True)]
+
+
+class _Assembled:
+    """A streamed chat completion put back together from its SSE lines: the first choice's
+    text, refusal and tool calls (their arguments arrive in pieces, by index), the model, the
+    finish reason and the usage (the last chunk, with stream_options.include_usage)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.model: str | None = None
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.seen = False
+
+    def line(self, line: str, deltas: DeltaStream, label: str) -> None:
+        if not line.startswith("data:"):
+            return
+        data = line[5:].strip()
+        if not data or data == "[DONE]":
+            return
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            raise ProviderError(f"{label}: the stream sent {type(chunk).__name__}, not a chunk")
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise ProviderError(f"{label}: the stream failed: {message}", retryable=True)
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self.seen = True
+                self.finish = choice.get("finish_reason") or self.finish
+                self._delta(choice.get("delta") or {}, deltas)
+
+    def whole(self, body: Any, deltas: DeltaStream) -> None:
+        """A chat.completion answered in one piece, as if it had streamed."""
+        if not isinstance(body, dict):
+            return
+        self.model = body.get("model")
+        self.usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        for choice in body.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self.seen = True
+                self.finish = choice.get("finish_reason")
+                message = dict(choice.get("message") or {})
+                message["tool_calls"] = [dict(tc, index=i) for i, tc in
+                                         enumerate(message.get("tool_calls") or [])]
+                self._delta(message, deltas)
+
+    def _delta(self, delta: dict[str, Any], deltas: DeltaStream) -> None:
+        for key, kind, into in (("content", "text", self.text), ("refusal", "text", self.refusal),
+                                ("reasoning_content", "reasoning", None),
+                                ("reasoning", "reasoning", None)):
+            piece = delta.get(key)
+            if isinstance(piece, str) and piece:
+                if into is not None:
+                    into.append(piece)
+                deltas.add(kind, piece)
+        for tc in delta.get("tool_calls") or []:
+            if tc.get("type") not in (None, "function"):
+                continue
+            call = self.calls.setdefault(int(tc.get("index", 0)),
+                                         {"id": "", "name": "", "arguments": ""})
+            call["id"] = tc.get("id") or call["id"]
+            fn = tc.get("function") or {}
+            call["name"] += fn.get("name") or ""
+            call["arguments"] += fn.get("arguments") or ""
+            deltas.add("tool_call", fn.get("arguments") or "", call["name"])
 
 
 class OpenAIProvider:

@@ -154,6 +154,23 @@ def _lookup(model: str, provider: str | None) -> Price | None:
 
 
 @lru_cache(maxsize=256)
+def context_window(model: str | None, provider: str | None = None) -> int | None:
+    """The context window of `model` in tokens, per genai-prices (None when unknown)."""
+    if not model:
+        return None
+    try:
+        from genai_prices import data_snapshot
+
+        snapshot = data_snapshot.get_snapshot()
+        _, info = snapshot.find_provider_model(model, None, _TABLE_PROVIDER.get(provider or ""),
+                                               None)
+    except (LookupError, ValueError, ImportError):
+        return None
+    window = getattr(info, "context_window", None)
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
+@lru_cache(maxsize=256)
 def builtin_price(model: str) -> Price | None:
     """podium's own table: the exact name, then a known name followed by a version suffix."""
     if model in BUILTIN_PRICES:

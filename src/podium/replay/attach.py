@@ -133,7 +133,9 @@ class _ReplaySession:
         self.sent += 1
         return Reply(str(ex.get("response_text", "")), None, int(ex.get("input_tokens", 0)),
                      int(ex.get("output_tokens", 0)), int(ex.get("cached_tokens", 0)),
-                     ex.get("model") or req.model)
+                     ex.get("model") or req.model,
+                     {"stop": ex.get("finish_reason"),
+                      "context_tokens": ex.get("context_tokens")})
 
     def close(self) -> None:
         pass

@@ -309,6 +309,18 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
     return _Plan(provider, request, retrier, message)
 
 
+def reply_facts(reply: Reply, provider: str, model: str | None) -> dict[str, Any]:
+    """What a `model_exchange` says of an answer besides its text: the finish reason and the
+    context gauge (tokens the last API call used, of the model's window when known)."""
+    from podium.providers.pricing import context_window
+
+    used = reply.raw.get("context_tokens")
+    used = used if isinstance(used, int) else None
+    stop = reply.raw.get("stop")
+    return {"finish_reason": stop if isinstance(stop, str) else None, "context_tokens": used,
+            "context_window": context_window(model, provider) if used is not None else None}
+
+
 def execute_agent(call: StepCall) -> StepOutcome:
     step = call.step
     assert isinstance(step, AgentStep)
@@ -354,7 +366,8 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
             response_text=reply.text, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
             elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None, call=req.call))
+            cost_usd=this.cost_usd if this.priced else None, call=req.call,
+            **reply_facts(reply, req.provider, reply.model or req.model)))
         if req.output_schema is None:
             return StepOutcome({"result": reply.text}, usage=usage)
         value, reason, error = _parse(reply, step)

@@ -29,6 +29,7 @@ from podium.steps.agent import (
     _plan,
     _timeout,
     _usage,
+    reply_facts,
     reserve,
 )
 from podium.steps.base import StepCall, StepOutcome, Usage
@@ -245,7 +246,8 @@ class SideSession:
                 "tools": []}, response_text=reply.text, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
             elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None, call=req.call))
+            cost_usd=this.cost_usd if this.priced else None, call=req.call,
+            **reply_facts(reply, req.provider, reply.model or req.model)))
         return reply, this
 
     def close(self) -> None:

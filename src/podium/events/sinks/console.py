@@ -14,6 +14,8 @@ from podium.events.model import (
     GateAnswered,
     LimitReached,
     LimitResolved,
+    ModelDelta,
+    ModelExchange,
     ParseRecovery,
     PromptRendered,
     ProviderRetry,
@@ -61,6 +63,27 @@ class ConsoleSink:
         self.verbosity = verbosity
         self._nested = False
         self.after_start = list(after_start or [])  # lines printed after the run's first line
+        self._streaming: tuple[str, str, str | None] | None = None  # (step, kind, tool) open
+
+    def _stream(self, event: ModelDelta) -> None:
+        """Streamed model text as it arrives (verbose): a line opens per step and kind, the
+        pieces follow on it, and the next other line ends it."""
+        from rich.text import Text
+
+        key = (event.step, event.kind, event.tool)
+        if self._streaming != key:
+            self._end_stream()
+            label = {"text": "", "reasoning": "thinking ",
+                     "tool_call": f"tool {event.tool or ''} "}[event.kind]
+            self.console.print(Text(f"    ⋯ {event.step}: {label}", style="dim"), end="")
+            self._streaming = key
+        self.console.print(Text(event.text, style="dim" if event.kind != "text" else ""),
+                           end="")
+
+    def _end_stream(self) -> None:
+        if self._streaming is not None:
+            self._streaming = None
+            self.console.print()
 
     def _line(self, *parts: tuple[str, str | None]) -> None:
         from rich.text import Text
@@ -75,6 +98,11 @@ class ConsoleSink:
     def handle(self, event: Event) -> None:
         self._nested = event.parent_run_id is not None
         v = self.verbosity
+        if isinstance(event, ModelDelta):
+            if v >= 2:
+                self._stream(event)
+            return
+        self._end_stream()
         if self._nested and isinstance(event, RunStarted):
             what = "resumed" if event.resumed else "started"
             self._line(("sub-workflow run ", None), (event.run_id, "cyan"),
@@ -138,6 +166,11 @@ class ConsoleSink:
             for label, text in (("stdout", event.stdout), ("stderr", event.stderr)):
                 if text.strip():
                     self._line((f"    {label}: ", "dim"), (_short(text, 400), None))
+        elif isinstance(event, ModelExchange) and v >= 2 and event.context_tokens is not None:
+            window = event.context_window
+            share = f" of {window:,} ({event.context_tokens / window:.0%})" if window else ""
+            self._line(("    context: ", "dim"),
+                       (f"{event.context_tokens:,} tokens{share}", "dim"))
         elif isinstance(event, PromptRendered) and v >= 2:
             self._line(("    prompt: ", "dim"), (_short(event.prompt, 400), None))
         elif isinstance(event, LimitReached):

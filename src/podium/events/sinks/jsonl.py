@@ -1,11 +1,12 @@
-"""A JSONL event log: one compact JSON object per event, flushed as it is written."""
+"""A JSONL event log: one compact JSON object per event, flushed as it is written. It is a copy
+of what the run store holds, so live-only events (streamed `model_delta`) are not written."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import IO
 
-from podium.events.model import Event
+from podium.events.model import LIVE_ONLY, Event
 
 
 class JsonlSink:
@@ -19,6 +20,8 @@ class JsonlSink:
         self._fh: IO[str] | None = None  # opened by the first event
 
     def handle(self, event: Event) -> None:
+        if event.type in LIVE_ONLY:
+            return
         if self._fh is None or self._fh.closed:
             self._fh = self.path.open(self._mode, encoding="utf-8")
             self._mode = "a"
