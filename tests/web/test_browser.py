@@ -333,3 +333,22 @@ def test_the_page_reconnects_after_the_console_restarts(page: Any, tmp_path: Pat
         expect(page.locator("tr.run-row")).to_have_count(3)
     finally:
         serve.stop()
+
+
+def test_the_page_rebuilds_prompt_html_from_an_allowlist(page: Any, world: World) -> None:
+    """Even HTML the server should never send (markdown-it-py escapes raw HTML) cannot become
+    markup: markdown.js keeps allowed tags, text, and http(s)/mailto hrefs, nothing else."""
+    page.goto(f"{world.serve.base}/runs/{world.runs['gate']}#token={world.serve.token}")
+    page.locator(".gate-prompt").wait_for()
+    hostile = ('<h2>T</h2><p>a <strong>b</strong><script>window.__xss=1</script>'
+               '<img src=x onerror="window.__xss=2"><a href="javascript:window.__xss=3">j</a> '
+               '<a href="https://example.org" onclick="window.__xss=4" style="x">ok</a>'
+               '<iframe src="https://example.org"></iframe><em onmouseover="x">e</em></p>')
+    html = page.evaluate("""async (hostile) => {
+        const {renderHtml} = await import('/static/markdown.js');
+        return renderHtml(hostile).outerHTML;
+    }""", hostile)
+    assert html == ('<div class="md"><h4>T</h4><p>a <strong>b</strong>window.__xss=1j '
+                    '<a href="https://example.org" target="_blank" rel="noopener noreferrer">'
+                    'ok</a><em>e</em></p></div>')
+    assert page.evaluate("typeof window.__xss") == "undefined"

@@ -55,3 +55,14 @@ def test_the_token_travels_only_in_the_authorization_header() -> None:
         for banned in ("EventSource", "document.cookie", "?token=", "&token="):
             assert banned not in code, f"{name} uses {banned}"
     assert "Authorization = `Bearer ${token()}`" in _text("net.js")
+
+
+def test_only_the_markdown_module_parses_html_and_it_rebuilds_from_an_allowlist() -> None:
+    """Gate prompts come as HTML rendered by markdown-it-py on the server; markdown.js parses it
+    into an inert document and rebuilds it from allowed tags. No other script parses HTML."""
+    for name in (n for n in STATIC_FILES if n.endswith(".js")):
+        if name != "markdown.js":
+            assert "DOMParser" not in _text(name), f"{name} parses HTML"
+    code = _text("markdown.js")
+    assert "const TAGS = new Set(" in code
+    assert "SAFE_URL.test(href)" in code

@@ -12,6 +12,8 @@ from typing import Any
 from podium.app.owners import owner_alive
 from podium.store import files
 from podium.store.base import Lease, Owner
+from podium.web.markdown import render as render_markdown
+from podium.web.markdown import with_prompt_html
 
 # Filters of the runs page: name -> the stored statuses it covers.
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
@@ -282,11 +284,13 @@ class Reader:
 
     def events_text(self, run_id: str, after: int = 0,
                     limit: int = 100_000) -> list[tuple[int, str]]:
-        """(seq, JSON text) of the events after `after`: what the stream sends as is."""
+        """(seq, JSON text) of the events after `after`: what the stream sends as is, but for
+        a gate_opened event, which gains `prompt_html` (web/markdown.py)."""
         with self._lock:
             cur = self.db.execute("SELECT seq, body FROM events WHERE run_id = ? AND seq > ? "
                                   "ORDER BY seq LIMIT ?", (run_id, after, limit))
-            return [(int(s), str(b)) for s, b in cur.fetchall()]
+            rows = cur.fetchall()
+        return [(int(s), with_prompt_html(str(b))) for s, b in rows]
 
 
 def like_escape(text: str) -> str:
@@ -300,7 +304,8 @@ def _gate(r: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         options = []
     return {"id": r["id"], "run_id": r["run_id"], "step": r["step"], "kind": r["kind"],
-            "prompt": r["prompt"], "options": options, "status": r["status"],
+            "prompt": r["prompt"], "prompt_html": render_markdown(str(r["prompt"] or "")),
+            "options": options, "status": r["status"],
             "created_at": r["created_at"]}
 
 

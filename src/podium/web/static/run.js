@@ -5,7 +5,7 @@ import {h, append, clear, fmtDuration, fmtTokens, fmtCost, fmtTime, statePill, p
 import {getJSON, postJSON, openStream, HttpError} from './net.js';
 import {GraphView} from './graph.js';
 import {fold, stepPanel} from './steps.js';
-import {renderMarkdown} from './markdown.js';
+import {renderHtml} from './markdown.js';
 
 export function runPage(main, runId, nav, setCrumbs) {
   const events = [];
@@ -291,7 +291,7 @@ export function runPage(main, runId, nav, setCrumbs) {
     return h('section', {class: 'gate-card', dataset: {gate: gate.id}},
       h('h2', null, '▲ ', gate.kind === 'iteration_limit' ? 'More iterations?' : 'Decision needed', ' at ', h('code', null, gate.step), where,
         h('span', {class: 'small muted'}, ` · waiting since ${fmtTime(gate.created_at)}`)),
-      h('div', {class: 'gate-prompt'}, renderMarkdown(gate.prompt)),
+      h('div', {class: 'gate-prompt'}, renderHtml(gate.prompt_html)),
       body, status);
   }
 

@@ -1,9 +1,9 @@
 // A run's events folded into what the page shows (node states, taken routes, every execution
 // of every step), and the step panel that shows one step's executions. Model and script text
-// is always inserted as text; only gate prompts go through the safe Markdown renderer.
+// is always inserted as text; only gate prompts go through the allowlist of markdown.js.
 
 import {h, fmtDuration, fmtTokens, fmtCost, pretty, fmtTime} from './dom.js';
-import {renderMarkdown} from './markdown.js';
+import {renderHtml} from './markdown.js';
 
 function newExec(step, iteration) {
   return {step, iteration, status: 'pending', exchanges: [], notes: [], scripts: [], members: []};
@@ -113,7 +113,8 @@ export function fold(events, upto = events.length) {
         break;
       case 'gate_opened': {
         const x = e.kind === 'iteration_limit' ? null : lookup(e.step, e.iteration);
-        const gate = {kind: e.kind, step: e.step, prompt: e.prompt, options: e.options, answer: null};
+        const gate = {kind: e.kind, step: e.step, prompt: e.prompt, prompt_html: e.prompt_html,
+          options: e.options, answer: null};
         if (x) x.gate = gate;
         s.openGate = gate;
         if (!x) s.limits.push(gate);
@@ -237,7 +238,7 @@ function execView(x, open, ctx) {
 
 export function gateView(gate) {
   return h('div', {class: 'gate-view'},
-    renderMarkdown(gate.prompt),
+    renderHtml(gate.prompt_html),
     gate.options && gate.options.length
       ? h('p', {class: 'muted'}, 'options: ', gate.options.map((o) => o.value).join(', ')) : null,
     gate.answer !== null && gate.answer !== undefined
