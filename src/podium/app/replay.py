@@ -148,10 +148,45 @@ def _cell(t: TrajectoryStep | None) -> str:
     return f"{t.step}{it} → {t.route_to or '-'}"
 
 
+# `podium diff` compares outputs without these keys, at any depth of an object (inside arrays
+# too): two runs that differ only in how long they took are the same run. Only keys with these
+# exact names are dropped; free text (a test runner's "in 0.08s") is compared as it is. A
+# script's `stdout` that is one JSON object (the object the script step merged into its
+# output) is compared as that object, so its timing keys are dropped there too.
+TIMING_KEYS = frozenset({"elapsed", "duration", "started_at", "finished_at", "ts"})
+
+
+def without_timing(value: Any) -> Any:
+    """`value` without the TIMING_KEYS of its objects, at any depth."""
+    if isinstance(value, dict):
+        return {k: _json_stdout(v) if k == "stdout" else without_timing(v)
+                for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [without_timing(v) for v in value]
+    return value
+
+
+def _json_stdout(text: Any) -> Any:
+    if not isinstance(text, str) or not text.strip().startswith("{"):
+        return without_timing(text)
+    try:
+        parsed = jsontext.loads(text.strip())
+    except ValueError:  # not JSON, or past podium's bounds: compared as text
+        return text
+    return {"json": without_timing(parsed)} if isinstance(parsed, dict) else text
+
+
+def _timing_differs(a: Any, b: Any) -> bool:
+    return _canon(a) != _canon(b) and _canon(without_timing(a)) == _canon(without_timing(b))
+
+
 def diff_recordings(a: Recording, b: Recording) -> dict[str, Any]:
+    """Two runs side by side: each step and its route, the outputs that differ (timing keys
+    aside: TIMING_KEYS), tokens and cost per agent, the final outputs."""
     rows = []
     first: int | None = None
     outputs = []
+    timing_only: list[int] = []
     for i in range(max(len(a.trajectory), len(b.trajectory))):
         ta = a.trajectory[i] if i < len(a.trajectory) else None
         tb = b.trajectory[i] if i < len(b.trajectory) else None
@@ -160,7 +195,10 @@ def diff_recordings(a: Recording, b: Recording) -> dict[str, Any]:
         same_route = same_step and ta is not None and tb is not None and \
             ta.route_to == tb.route_to
         same_output = same_step and ta is not None and tb is not None and \
-            _canon(ta.output) == _canon(tb.output)
+            _canon(without_timing(ta.output)) == _canon(without_timing(tb.output))
+        if same_output and ta is not None and tb is not None and \
+                _timing_differs(ta.output, tb.output):
+            timing_only.append(i + 1)
         if not (same_route and same_output) and first is None:
             first = i + 1
         if same_step and not same_output and ta is not None and tb is not None:
@@ -179,8 +217,11 @@ def diff_recordings(a: Recording, b: Recording) -> dict[str, Any]:
             "a_cost": ua.get("cost_usd") if ua.get("priced", True) else None,
             "b_cost": ub.get("cost_usd") if ub.get("priced", True) else None,
         })
-    same = first is None and _canon(a.final.get("output")) == _canon(b.final.get("output"))
+    fa, fb = a.final.get("output"), b.final.get("output")
+    same = first is None and _canon(without_timing(fa)) == _canon(without_timing(fb))
     return {"a": a.run_id, "b": b.run_id, "same": same, "first_difference": first,
             "steps": rows, "outputs": outputs, "cost": cost,
+            "timing_ignored": {"keys": sorted(TIMING_KEYS), "steps": timing_only,
+                               "final": _timing_differs(fa, fb)},
             "final": {"a": {"status": a.final.get("status"), "output": a.final.get("output")},
                       "b": {"status": b.final.get("status"), "output": b.final.get("output")}}}

@@ -149,6 +149,12 @@ def format_diff(d: dict[str, Any]) -> str:
         out.append(f"output of {o['step']} (execution {o['iteration']}) differs:")
         out.append(f"  A: {_canon(o['a'])[:300]}")
         out.append(f"  B: {_canon(o['b'])[:300]}")
+    timing = d.get("timing_ignored") or {}
+    if timing.get("steps") or timing.get("final"):
+        where = [f"step {i}" for i in timing.get("steps", [])]
+        where += ["the final output"] if timing.get("final") else []
+        out.append(f"timing fields ignored ({', '.join(timing['keys'])}): they differ at "
+                   f"{', '.join(where)}")
     if d["cost"]:
         out.append("tokens and cost per agent (A → B):")
         for c in d["cost"]:
