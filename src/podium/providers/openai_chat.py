@@ -15,7 +15,7 @@ import copy
 import json
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 
 from podium.providers.base import AgentRequest, ProviderError
@@ -119,7 +119,7 @@ class OpenAISession(LoopSession):
                     got.whole(json.loads(response.read()), deltas)
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:  # the SDK speaks httpx2 (mcp and openai 2 do)
             raise ProviderError(f"{self.provider.name}: the stream broke off "
                                 f"({type(exc).__name__}: {exc})", retryable=True) from None
         finally:
