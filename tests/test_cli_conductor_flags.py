@@ -77,7 +77,8 @@ def test_inputs_metadata_silent_and_the_runs_filter(tmp_path: Path) -> None:
     assert "metadata: team=core ticket=42" in shown
     assert "METADATA" in _cli(tmp_path, "runs").stdout
     bad = _cli(tmp_path, "run", flow, "--input", "name=x", "-m", "novalue")
-    assert bad.returncode == 2 and "--metadata 'novalue': expected KEY=VALUE" in bad.stderr
+    assert bad.returncode == 2
+    assert "--metadata 'novalue': expected KEY=VALUE" in bad.stderr
     both = _cli(tmp_path, "--quiet", "--silent", "run", flow)
     assert both.returncode == 2
 
@@ -87,7 +88,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "run", flow, "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "route plan" in proc.stdout
-    assert "1. ask (human_gate)" in proc.stdout and "2. writer (agent)" in proc.stdout
+    assert "1. ask (human_gate)" in proc.stdout
+    assert "2. writer (agent)" in proc.stdout
     assert "nothing ran (--dry-run)" in proc.stdout
     assert _json(_cli(tmp_path, "runs", "-f", "json")) == []
     broken = write(tmp_path, "workflow: {name: x, entry_point: nope}\nagents: []\n", "bad.yaml")
@@ -102,7 +104,8 @@ def test_no_interactive_gate_respond_guidance_checkpoints_and_replay(tmp_path: P
                   "--log-file", log, "--json")
     assert parked.returncode == 5, parked.stderr
     run_id = json.loads(parked.stdout)["run_id"]
-    assert log.is_file() and "ask" in log.read_text(encoding="utf-8")
+    assert log.is_file()
+    assert "ask" in log.read_text(encoding="utf-8")
     too_long = _cli(tmp_path, "guide", run_id, "--text", "x" * 10_001)
     assert too_long.returncode == 2
     guided = _cli(tmp_path, "guide", run_id, "--text", "Keep it short.")
@@ -120,10 +123,12 @@ def test_no_interactive_gate_respond_guidance_checkpoints_and_replay(tmp_path: P
     replay = _cli(tmp_path, "replay", run_id)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     listed = _json(_cli(tmp_path, "checkpoint", "list", run_id, "--json"))
-    assert listed and listed[0]["step"] == "writer"
+    assert listed
+    assert listed[0]["step"] == "writer"
     assert _json(_cli(tmp_path, "checkpoint", "list", "--json"))[0]["run_id"] == run_id
     done = _cli(tmp_path, "guide", run_id, "--text", "late")
-    assert done.returncode == 2 and "already finished" in done.stderr
+    assert done.returncode == 2
+    assert "already finished" in done.stderr
 
 
 def test_resume_guidance_reaches_the_next_prompt(tmp_path: Path) -> None:
@@ -163,7 +168,8 @@ def test_workspace_instructions_are_found_given_listed_and_replayed(tmp_path: Pa
                 "--instructions", extra, "--print-loaded-instructions", "--json", cwd=sub)
     assert proc.returncode == 0, proc.stderr
     assert "[workspace-instructions] 3 file(s) discovered from CWD:" in proc.stderr
-    assert "reason=always-on" in proc.stderr and "docs.instructions.md" not in proc.stderr
+    assert "reason=always-on" in proc.stderr
+    assert "docs.instructions.md" not in proc.stderr
     run_id = json.loads(proc.stdout)["run_id"]
     prompt = _events(tmp_path, run_id, "prompt_rendered")[0]["prompt"]
     order = ["Prefer small functions.", "Closest wins.", "Write tests first.",
@@ -172,7 +178,8 @@ def test_workspace_instructions_are_found_given_listed_and_replayed(tmp_path: Pa
     assert "Not the closest." not in prompt
     assert _cli(tmp_path, "replay", run_id).returncode == 0
     missing = _cli(tmp_path, "run", flow, "--instructions", "nosuch.md")
-    assert missing.returncode == 2 and "--instructions: no such file: nosuch.md" in missing.stderr
+    assert missing.returncode == 2
+    assert "--instructions: no such file: nosuch.md" in missing.stderr
 
 
 def test_status_and_stop_all_with_nothing_running(tmp_path: Path) -> None:
@@ -186,8 +193,10 @@ def test_web_bg_prints_the_console_url_and_the_run_goes_on(tmp_path: Path) -> No
     flow = write(tmp_path, AGENT)
     proc = _cli(tmp_path, "run", flow, "--web-bg")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("http://127.0.0.1:") and "#token=" in proc.stdout
+    assert proc.stdout.startswith("http://127.0.0.1:")
+    assert "#token=" in proc.stdout
     live = _json(_cli(tmp_path, "status", "--json"))
-    assert len(live) == 1 and live[0]["web"] is True
+    assert len(live) == 1
+    assert live[0]["web"] is True
     stopped = _json(_cli(tmp_path, "stop", "--run-id", live[0]["id"], "--json"))
     assert stopped[0]["status"] == "interrupted"

@@ -187,7 +187,8 @@ class _Assembled:
         if not isinstance(body, dict):
             return
         self.model = body.get("model")
-        self.usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        usage = body.get("usage")
+        self.usage = usage if isinstance(usage, dict) else {}
         for choice in body.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self.seen = True
