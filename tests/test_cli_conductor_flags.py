@@ -200,3 +200,39 @@ def test_web_bg_prints_the_console_url_and_the_run_goes_on(tmp_path: Path) -> No
     assert live[0]["web"] is True
     stopped = _json(_cli(tmp_path, "stop", "--run-id", live[0]["id"], "--json"))
     assert stopped[0]["status"] == "interrupted"
+
+
+GATED = """
+workflow: {name: gated, entry_point: ask}
+agents:
+  - name: ask
+    type: human_gate
+    prompt: Ship it?
+    options: [{label: Ship, value: ship, route: done}]
+  - {name: done, type: set, value: shipped}
+output: {said: "{{ done.output }}"}
+"""
+
+
+def test_resume_web_bg_serves_the_parked_run_and_takes_its_answer(tmp_path: Path) -> None:
+    from helpers_engine import wait_until
+
+    flow = write(tmp_path, GATED)
+    parked = _cli(tmp_path, "run", flow, "--json")
+    assert parked.returncode == 5, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    proc = _cli(tmp_path, "resume", run_id, "--web-bg")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("http://127.0.0.1:")
+    assert f"/runs/{run_id}" in proc.stdout
+    live = _json(_cli(tmp_path, "status", "--json"))
+    assert [r["id"] for r in live] == [run_id]  # its console's process owns it now
+    answered = _cli(tmp_path, "gate", "answer", run_id, "ship")
+    assert answered.returncode == 0, answered.stderr
+    assert "goes on with the answer itself" in answered.stderr
+
+    def finished() -> bool:
+        rows = _json(_cli(tmp_path, "runs", "--format", "json"))
+        return bool(rows) and rows[0]["status"] == "success"
+
+    assert wait_until(finished, 30)

@@ -136,7 +136,8 @@ def family(store: RunStore, run_id: str) -> list[str]:
 
 
 def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
-               observers: list[Any] | None = None) -> Advanced:
+               observers: list[Any] | None = None, *,
+               prepare: Callable[[Engine], object] | None = None) -> Advanced:
     """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
     from `req.from_step`. RunOwned (exit 2) when a live process advances it."""
     root = root_of(store, store.find_run(run_id))
@@ -155,11 +156,12 @@ def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
                 options["metadata"] = {**dict(options.get("metadata") or {}), **req.metadata}
             store.update_run(root.id, options=options)
         run = store.get_run(root.id)  # as it is now that this process owns it
-        return _resume_owned(store, run, req, observers or [])
+        return _resume_owned(store, run, req, observers or [], prepare)
 
 
 def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
-                  observers: list[Any]) -> Advanced:
+                  observers: list[Any],
+                  prepare: Callable[[Engine], object] | None = None) -> Advanced:
     from podium.app.workflows import load_valid
     from podium.engine.run import file_hash
 
@@ -220,6 +222,8 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
             dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
                                                        f"resume run {run.id}")["o"]}
             engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
+    if prepare is not None:  # e.g. the console of `resume --web`, before the run goes on
+        prepare(engine)
     return Advanced(engine, advance(engine, store, start))
 
 

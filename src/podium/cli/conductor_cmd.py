@@ -152,9 +152,9 @@ def log_sink(spec: str, workflow: str) -> Sink:
 # ----------------------------------------------------------------------------- --web-bg
 
 
-def start_in_background(req: RunRequest) -> int:
-    """--web-bg: the same `podium run` in a detached process with its console (--web); wait
-    until it serves, print the URL (stdout) and return."""
+def start_in_background(req: RunRequest | Any, what: str = "run") -> int:
+    """--web-bg: the same `podium run` (or `resume`) in a detached process with its console
+    (--web); wait until it serves, print the URL (stdout) and return."""
     from podium.app.home import podium_home
     from podium.app.spawn import spawn_podium
 
@@ -168,7 +168,8 @@ def start_in_background(req: RunRequest) -> int:
     os.environ["PODIUM_WEB_URL_FILE"] = str(url_file)
     try:
         spawned = spawn_podium(args, home=home, log_name=f"web-bg-{stamp}",
-                               why=f"podium run --web-bg: {req.file}", cwd=Path.cwd())
+                               why=f"podium {what} --web-bg: {getattr(req, 'file', '')}",
+                               cwd=Path.cwd())
     finally:
         os.environ.pop("PODIUM_WEB_URL_FILE", None)
     limit = float(os.environ.get("PODIUM_WEB_BG_START_TIMEOUT") or WEB_BG_TIMEOUT)
@@ -195,7 +196,7 @@ def start_in_background(req: RunRequest) -> int:
         if gone:
             break
         time.sleep(0.05)
-    sys.stderr.write(f"podium run --web-bg: the run did not start its console within "
+    sys.stderr.write(f"podium {what} --web-bg: the run did not start its console within "
                      f"{limit:g}s; see {spawned.log}\n")
     with contextlib.suppress(OSError):
         sys.stderr.write(spawned.log.read_text(encoding="utf-8", errors="replace")[-2000:])

@@ -217,15 +217,40 @@ def resume(
     log_file: Annotated[str | None, typer.Option(
         "--log-file", "-l", metavar="PATH", help="Also write the full progress to PATH (or "
         "auto).")] = None,
+    web: Annotated[bool, typer.Option(
+        "--web", help="Also serve the web console until the run ends; its gates are answered "
+        "there.")] = False,
+    web_port: Annotated[int | None, typer.Option(
+        "--web-port", metavar="PORT", help="The console's port (0: a free one); implies "
+        "--web.")] = None,
+    web_bg: Annotated[bool, typer.Option(
+        "--web-bg", help="Resume in the background with the console; print its URL and "
+        "return.")] = False,
 ) -> None:
     """Continue a stored run from its last committed step (same run id, one history)."""
     from podium.cli.resume_cmd import ResumeRequest, resume_command
     ready()
 
-    raise typer.Exit(resume_command(ResumeRequest(
+    req = ResumeRequest(
         run_id, from_step, allow_changed, skip_gates, responses,
         _verbosity(quiet, verbose), json_out, provider, events, guidance=guidance or [],
-        interactive=False if no_interactive else None), metadata or [], log_file))
+        interactive=False if no_interactive else None)
+    if web_bg:
+        from types import SimpleNamespace
+
+        from podium.cli.conductor_cmd import start_in_background
+
+        raise typer.Exit(start_in_background(
+            SimpleNamespace(web_port=web_port or 0, file=run_id), "resume"))
+    hooks = None
+    if web or web_port is not None:
+        from types import SimpleNamespace
+
+        from podium.web.server import ConsoleHooks
+
+        hooks = ConsoleHooks(SimpleNamespace(web_port=web_port or 0,
+                                             skip_gates=bool(skip_gates)))
+    raise typer.Exit(resume_command(req, metadata or [], log_file, hooks))
 
 
 @app.command()

@@ -6,7 +6,7 @@ import sys
 
 from podium import exitcodes
 from podium.app.runs import ResumeRequest
-from podium.cli.run_cmd import fail, report
+from podium.cli.run_cmd import RunHooks, fail, report
 from podium.errors import PodiumError
 from podium.store.base import RunOwned
 
@@ -22,7 +22,8 @@ def _observers(req: ResumeRequest) -> list[object]:
 
 
 def resume_command(req: ResumeRequest, metadata: list[str] | None = None,
-                   log_file: str | None = None) -> int:
+                   log_file: str | None = None, hooks: RunHooks | None = None) -> int:
+    """`hooks`: the console of `resume --web` (started once the run is owned again)."""
     from podium.app.home import open_store
     from podium.app.launch import LaunchOptions
     from podium.app.runs import resume_run
@@ -37,11 +38,16 @@ def resume_command(req: ResumeRequest, metadata: list[str] | None = None,
     except PodiumError as exc:
         return fail("", exc)
     try:
-        done = resume_run(store, req.run_id, req, observers)
+        prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
+        done = resume_run(store, req.run_id, req, observers, prepare=prepare)
+        if hooks is not None:
+            hooks.finished(done.engine)
         return report(done, LaunchOptions(verbosity=req.verbosity, json_out=req.json_out))
     except PodiumError as exc:
         return fail("", exc)
     finally:
+        if hooks is not None:
+            hooks.close()
         store.close()
 
 
