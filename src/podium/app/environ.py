@@ -12,7 +12,6 @@ processes. Linux only; elsewhere nothing changes.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import sys
 from collections.abc import Iterable
@@ -38,6 +37,7 @@ def hide_from_proc(names: Iterable[str]) -> int:
     """Overwrite the values of `names` in /proc/self/environ; returns how many were hidden."""
     if not sys.platform.startswith("linux"):
         return 0
+    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     with contextlib.suppress(AttributeError, OSError):
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)

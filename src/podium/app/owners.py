@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ STALE = 30.0  # a heartbeat older than this means the owner is gone
 
 
 def this_host() -> str:
-    return socket.gethostname()
+    return os.uname().nodename  # gethostname(), without importing socket
 
 
 def process_start(pid: int) -> float | None:

@@ -7,12 +7,13 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
 from podium.language.model import OutputField
+
+if TYPE_CHECKING:  # jsonschema loads when an output is first checked (~30 ms of start-up)
+    from jsonschema import Draft202012Validator, ValidationError
 
 
 class SchemaViolation(Exception):
@@ -88,6 +89,8 @@ def _validator(schema: dict[str, OutputField]) -> Draft202012Validator:
         if entry is not None and entry[0] is schema:
             _validators.move_to_end(key)
             return entry[1]
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(validation_schema(schema))
     with _validators_lock:
         _validators[key] = (schema, validator)
