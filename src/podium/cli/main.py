@@ -745,9 +745,9 @@ def _command_name(info: CommandInfo) -> str:
 def main() -> None:
     """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
     try:
-        from podium.cli.conductor_cmd import expand_dotted_inputs
-
         if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
+            from podium.cli.conductor_cmd import expand_dotted_inputs
+
             sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
         command_app(_after_root(sys.argv[1:]))()
     except KeyboardInterrupt:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
 from podium.errors import PodiumError
-from podium.store.base import RunRecord
+
+if TYPE_CHECKING:
+    from podium.store.base import RunRecord
 
 
 def _age(seconds: float) -> str:
