@@ -121,7 +121,8 @@ def test_sigkill_of_podium_ends_the_scripts_processes(tmp_path: Path, shape: str
         started = [int(leader), *map(int, pids.read_text().split())]
         leftovers.pids.extend(started)
         leftovers.run_ids.append(run_id)
-        assert {p.pid for p in marked(run_id)} > set(started)  # and the foreground sleep
+        # and the foreground sleep, which the shell starts just after it announced itself
+        assert wait_until(lambda: {p.pid for p in marked(run_id)} > set(started), timeout=10)
         (reaper,) = [p for p in psutil.Process(podium.pid).children()
                      if "podium-reaper" in p.cmdline()]
         leftovers.pids.append(reaper.pid)
