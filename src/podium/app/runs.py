@@ -79,9 +79,11 @@ class StartRequest:
 
 
 def start_run(store: SQLiteStore, req: StartRequest, opts: LaunchOptions, *,
-              prepare: Callable[[Engine], dict[str, Any]] | None = None) -> Advanced:
+              prepare: Callable[[Engine], dict[str, Any]] | None = None,
+              recorded: Callable[[Engine], object] | None = None) -> Advanced:
     """Create a run, owned by this process from its first moment, and advance it.
-    `prepare(engine)` runs before the run is recorded and returns more options to keep."""
+    `prepare(engine)` runs before the run is recorded and returns more options to keep;
+    `recorded(engine)` runs once it is in the store (a console can show it from then on)."""
     from podium.engine.run import file_hash, new_run_id
 
     run_id = new_run_id()
@@ -94,6 +96,8 @@ def start_run(store: SQLiteStore, req: StartRequest, opts: LaunchOptions, *,
         req.inputs, forked_from=req.forked_from, options={**req.options, **extra}),
         ownership.owner)
     with kept(ownership):
+        if recorded is not None:
+            recorded(engine)
         return Advanced(engine, advance(engine, store))
 
 

@@ -38,8 +38,13 @@ def resume_command(req: ResumeRequest, metadata: list[str] | None = None,
     except PodiumError as exc:
         return fail("", exc)
     try:
-        prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
-        done = resume_run(store, req.run_id, req, observers, prepare=prepare)
+        def prepare(engine: object) -> None:  # the run exists already: show it at once
+            assert hooks is not None
+            hooks.started(engine, store)
+            hooks.recorded(engine)
+
+        prepare_hook = prepare if hooks is not None else None
+        done = resume_run(store, req.run_id, req, observers, prepare=prepare_hook)
         if hooks is not None:
             hooks.finished(done.engine)
         return report(done, LaunchOptions(verbosity=req.verbosity, json_out=req.json_out))

@@ -56,6 +56,10 @@ class RunHooks(Protocol):
         to record with the run. Raise PodiumError to refuse to run."""
         ...
 
+    def recorded(self, engine: Any) -> None:
+        """Called once the run is in the store (its console may send people to it now)."""
+        ...
+
     def finished(self, engine: Any) -> None: ...
 
     def close(self) -> None: ...
@@ -133,7 +137,8 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
             **({"origin": origin} if origin else {})})
         prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
         try:
-            done = start_run(store, start, opts, prepare=prepare)
+            done = start_run(store, start, opts, prepare=prepare,
+                             recorded=hooks.recorded if hooks is not None else None)
         except PodiumError as exc:
             return fail("run", exc)
         if hooks is not None:

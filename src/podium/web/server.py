@@ -256,6 +256,7 @@ class ConsoleHooks:
     def __init__(self, req: Any) -> None:
         self.req = req
         self.console = ConsoleServer(_home(), "127.0.0.1", int(getattr(req, "web_port", 0) or 0))
+        self.url = ""
 
     def started(self, engine: Any, store: Any) -> dict[str, Any]:
         from podium.errors import PodiumError, RunError
@@ -270,6 +271,17 @@ class ConsoleHooks:
         except (OSError, PodiumError) as exc:
             raise RunError(f"cannot start the console: {exc}") from None
         url = self.console.url(f"/runs/{engine.run_id}")
+        self.url = url
+        chain = engine.services.answerer
+        if not self.req.skip_gates and isinstance(chain, ChainAnswerer):
+            chain.answerers[:] = [a for a in chain.answerers
+                                  if not isinstance(a, TerminalAnswerer)]
+            chain.answerers.append(ConsoleAnswerer(store, url))
+        return {"web": True}
+
+    def recorded(self, engine: Any) -> None:
+        """The run is in the store: its page can be opened now, not before."""
+        url = self.url
         sys.stderr.write(f"podium console: {url}\n")
         sys.stderr.flush()
         target = os.environ.get("PODIUM_WEB_URL_FILE")
@@ -280,14 +292,8 @@ class ConsoleHooks:
             tmp = Path(target + ".tmp")
             tmp.write_text(json.dumps({"run_id": engine.run_id, "url": url}), encoding="utf-8")
             tmp.replace(target)
-        chain = engine.services.answerer
-        if not self.req.skip_gates and isinstance(chain, ChainAnswerer):
-            chain.answerers[:] = [a for a in chain.answerers
-                                  if not isinstance(a, TerminalAnswerer)]
-            chain.answerers.append(ConsoleAnswerer(store, url))
         if _can_open_browser():
             _open_later(url)
-        return {"web": True}
 
     def finished(self, engine: Any) -> None:
         self.console.drain(engine.run_id)
