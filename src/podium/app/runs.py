@@ -398,16 +398,14 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0,
     os.kill(owner.pid, signal.SIGTERM)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        now = liveness(store, store.get_run(run.id))
-        if store.get_run(run.id).status != "running" or not now.live:
+        if liveness(store, store.get_run(run.id)).status != "running":  # ended or died
             break
         time.sleep(0.05)
     final = liveness(store, store.get_run(run.id)).status
     if final == "running" and force:  # --force: it did not stop in time; kill it
-        from podium.app.owners import process_start
+        from podium.app.owners import owner_state
 
-        start = process_start(owner.pid)
-        if start is not None and abs(start - owner.pid_start) < 0.01:
+        if owner_state(live.lease) != "gone":  # still the process that took the lease
             os.kill(owner.pid, signal.SIGKILL)
             time.sleep(0.2)
         store.update_run(run.id, status="interrupted")

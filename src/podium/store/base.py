@@ -8,7 +8,7 @@ StoreError and stops the run; the store is never a best-effort sink.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -93,6 +93,13 @@ class Lease:
     owner: Owner
     acquired_at: float
     heartbeat_at: float
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any], run_id: str | None = None) -> Lease:
+        """A lease from a row of the leases table (`run_id` when the row names it otherwise)."""
+        return cls(str(run_id or r["run_id"]),
+                   Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]), str(r["command"])),
+                   float(r["acquired_at"]), float(r["heartbeat_at"]))
 
 
 class RunOwned(PodiumError):

@@ -584,9 +584,7 @@ class SQLiteStore:
 
     def _lease_rows(self, where: str, params: tuple[Any, ...]) -> list[Lease]:
         rows = self._read(f"SELECT * FROM leases {where}", params)
-        return [Lease(r["run_id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
-                                         str(r["command"])),
-                      float(r["acquired_at"]), float(r["heartbeat_at"])) for r in rows]
+        return [Lease.from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ closing
 

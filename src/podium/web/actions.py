@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from podium.app.runs import Refused, answer_gate, stop_run
-from podium.app.spawn import resume_detached, spawn_resume
+from podium.app.runs import Refused, stop_run
+from podium.app.spawn import answer_and_resume, resume_detached
 from podium.errors import PodiumError
 from podium.store.base import RunNotFound
 from podium.store.sqlite import SQLiteStore
@@ -52,25 +52,20 @@ class Actions:
             raise ActionError(400, "'value' must be a string (an option) or a whole number")
         if self.reader.run_row(run_id) is None:
             raise ActionError(404, f"no run '{run_id}'")
-        try:
-            answered = answer_gate(self.store, run_id, str(value), text, by=by, gate_id=gate_id)
+        try:  # the same rule as the fleet TUI's: answer, then resume unless a live process
+            done = answer_and_resume(self.store, run_id, str(value), text, home=self.home,
+                                     by=by, gate_id=gate_id, python=self.python)
         except Refused as exc:
             raise ActionError(_STATUS.get(exc.kind, 400), str(exc)) from None
         except RunNotFound as exc:
             raise ActionError(404, str(exc)) from None
         except PodiumError as exc:
             raise ActionError(409, str(exc)) from None
-        root = answered.root
-        if answered.live:
-            return {"answered": answered.answer, "resumed": "live", "run_id": root.id}
-        pid, log = self.spawn_resume(root.id)
-        return {"answered": answered.answer, "resumed": "started", "run_id": root.id,
-                "pid": pid, "log": str(log)}
-
-    def spawn_resume(self, run_id: str) -> tuple[int, Path]:
-        """`python -m podium resume RUN` in its own session, detached from the console."""
-        spawned = spawn_resume(run_id, home=self.home, by="console", python=self.python)
-        return spawned.pid, spawned.log
+        reply: dict[str, Any] = {"answered": done.answer, "resumed": done.resumed,
+                                 "run_id": done.run_id}
+        if done.spawned is not None:
+            reply.update(pid=done.spawned.pid, log=str(done.spawned.log))
+        return reply
 
     # ------------------------------------------------------------------ stop
 

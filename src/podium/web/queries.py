@@ -11,7 +11,7 @@ from typing import Any
 
 from podium.app.owners import owner_alive
 from podium.store import files
-from podium.store.base import Lease, Owner
+from podium.store.base import Lease
 from podium.web.markdown import render as render_markdown
 from podium.web.markdown import with_prompt_html
 
@@ -107,10 +107,8 @@ class Reader:
             "SELECT r.id, r.status, l.pid, l.pid_start, l.host, l.command, l.acquired_at, "
             "l.heartbeat_at FROM runs r LEFT JOIN leases l ON l.run_id = r.id "
             "WHERE r.parent_run_id IS NULL AND r.status = 'running'")
-        live = {r["id"] for r in running if r["pid"] is not None and owner_alive(Lease(
-            r["id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
-                           str(r["command"])),
-            float(r["acquired_at"]), float(r["heartbeat_at"])))}
+        live = {r["id"] for r in running
+                if r["pid"] is not None and owner_alive(Lease.from_row(r, r["id"]))}
         waiting_ids = set(gates)
         states: dict[str, str] = {}  # id -> state, for the runs whose state is not their status
         for r in running:
@@ -234,10 +232,7 @@ class Reader:
         rows = self._rows("SELECT * FROM leases WHERE run_id = ?", (run_id,))
         if not rows:
             return None
-        r = rows[0]
-        return Lease(r["run_id"], Owner(int(r["pid"]), float(r["pid_start"]), str(r["host"]),
-                                        str(r["command"])),
-                     float(r["acquired_at"]), float(r["heartbeat_at"]))
+        return Lease.from_row(rows[0])
 
     def live(self, row: dict[str, Any]) -> bool:
         """Does a live process advance this run (its top-level run's lease owner)?"""
