@@ -373,6 +373,39 @@ class RunStoreConformance:
         assert [g.status for g in reader.gates(run_id="a")] == ["consumed"]
         assert [g.status for g in reader.gates(run_id="b")] == ["open"]
 
+    def test_handles_numbering_at_commit_share_one_run(
+            self, handles: Callable[[], RunStore]) -> None:
+        """Two processes advance one run at once (group members on two Temporal workers),
+        each numbering at commit: whatever seq their buses stamped, the run's events are 1..n
+        in commit order, a pending step is numbered when its checkpoint commits it (after
+        what the other handle committed meanwhile), the checkpoint row has its event's seq
+        and last_seq is the last seq given."""
+        first, second, reader = handles(), handles(), handles()
+        first.number_at_commit()
+        second.number_at_commit()
+        first.create_run(_record("r"))
+        h = _history("r")
+        first.append_event(h[0])  # run_started
+        first.append_event(_stamp(h[1], "r", 1))  # step_started, with a clashing seq
+        second.append_event(_stamp(h[2], "r", 1))  # another process's output, same seq
+        first.append_event(h[3])  # step_finished: pending until its checkpoint
+        first.append_event(h[4])  # route_taken: pending too
+        second.append_event(_stamp(h[6], "r", 2))  # limit_reached from the other handle
+        assert [(e["seq"], e["type"]) for e in reader.events("r")] == [
+            (1, "run_started"), (2, "step_started"), (3, "script_output"),
+            (4, "limit_reached")]
+        assert reader.get_run("r").last_seq == 4
+        first.append_event(h[5])  # the checkpoint commits the step after the other's event
+        events = reader.events("r")
+        assert [(e["seq"], e["type"]) for e in events[4:]] == [
+            (5, "step_finished"), (6, "route_taken"), (7, "checkpoint")]
+        assert [parse_event(e).seq for e in events] == list(range(1, 8))  # bodies agree
+        cp = reader.latest_checkpoint("r")
+        assert cp is not None
+        assert (cp.seq, cp.step, cp.next_step) == (7, "a", "b")
+        assert reader.get_run("r").last_seq == 7
+        assert [e["seq"] for e in reader.events("r", after_seq=6)] == [7]
+
     def test_a_gate_is_answered_once(self, store: RunStore) -> None:
         store.create_run(_record("r1"))
         gate = store.open_gate(self._gate("r1"))

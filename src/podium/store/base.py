@@ -175,6 +175,18 @@ class RunStore(Protocol):
         """The store as an event sink (same as append_event)."""
         ...
 
+    def number_at_commit(self) -> None:
+        """From now on this handle numbers the events it writes itself, for runs that several
+        processes advance at once (a run on Temporal workers: group members commit from
+        different workers). Each event's emitted `seq` is ignored: inside the write
+        transaction that commits it, the event gets the run's `last_seq + 1` (then +2, ... in
+        the order the handle received them), its stored body carries that seq, a checkpoint
+        row takes its checkpoint event's new seq, and `last_seq` becomes the last one given.
+        Events still wait for their commit point as before (a pending step is numbered when
+        its checkpoint commits it), so a run's seqs stay 1..n without gaps and increase in
+        commit order: a reader that tails `events(run_id, after_seq)` never misses one."""
+        ...
+
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
         """Take the run for `owner`, atomically; raise RunOwned when another owner that
         `alive` says is alive holds it (a lease of a dead owner is taken over)."""

@@ -56,13 +56,17 @@ def _dumps(value: Any) -> str:
 
 
 _Write = tuple[str, tuple[Any, ...]]
+_CHECKPOINT_UPSERT = ("INSERT INTO checkpoints (run_id, seq, step, next_step, created_at) "
+                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                      "seq = excluded.seq, step = excluded.step, "
+                      "next_step = excluded.next_step, created_at = excluded.created_at")
 
 
 @dataclass
 class _Pending:
     """What one run wrote that waits for its commit point (a checkpoint, or its end)."""
 
-    writes: list[_Write] = field(default_factory=list)
+    writes: list[_Write | Event] = field(default_factory=list)  # an Event: numbered at commit
     consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
     step: bool = False  # holds a finished step's events
     checkpoint: bool = False  # ... and the checkpoint that commits them
@@ -94,6 +98,7 @@ class SQLiteStore:
         self._pending: dict[str, _Pending] = {}  # by run id: writes waiting for a commit
         self._closed = False
         self._failed: StoreError | None = None  # set by the first write that failed
+        self._numbering = False  # number_at_commit(): this handle gives events their seq
         # secrets of the runs this process advances: never written (make_engine shares the
         # run's redactor with its store)
         self.redactor = Redactor()
@@ -200,12 +205,37 @@ class SQLiteStore:
             return
         self._write("BEGIN IMMEDIATE", ())
         try:
-            for sql, params in writes:
-                self._write(sql, params)
+            given: dict[str, int] = {}  # run id -> last seq given in this transaction
+            for w in writes:
+                if isinstance(w, tuple):
+                    self._write(*w)
+                else:
+                    self._write_numbered(w, given)
+            for run_id, seq in given.items():
+                self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
+                            (seq, time.time(), run_id))
             self._write("COMMIT", ())
         except BaseException:
             self._rollback()
             raise
+
+    def _write_numbered(self, event: Event, given: dict[str, int]) -> None:
+        """Write an event with the next seq of its run (inside the flush's transaction)."""
+        run_id = event.run_id
+        if run_id not in given:
+            row = self._write("SELECT last_seq FROM runs WHERE id = ?", (run_id,)).fetchone()
+            given[run_id] = int(row[0]) if row is not None else 0
+        seq = given[run_id] = given[run_id] + 1
+        numbered = event.model_copy(update={"seq": seq})
+        self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
+                    (run_id, seq, event.type, event.ts, numbered.model_dump_json()))
+        if isinstance(event, Checkpointed):
+            self._write(_CHECKPOINT_UPSERT, (run_id, seq, event.step, event.next_step,
+                                             event.ts))
+
+    def number_at_commit(self) -> None:
+        """This handle numbers the events it commits (store/base.py RunStore says how)."""
+        self._numbering = True
 
     def _rollback(self) -> None:
         if self.db.in_transaction:
@@ -368,20 +398,22 @@ class SQLiteStore:
                 pending.step = True
             elif event.type == "checkpoint":
                 pending.checkpoint = True
-            pending.writes.append(
-                ("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
-                 (event.run_id, event.seq, event.type, event.ts, event.model_dump_json())))
+            if self._numbering:  # its seq is given when it commits (_write_numbered)
+                pending.writes.append(event)
+            else:
+                pending.writes.append(
+                    ("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
+                     (event.run_id, event.seq, event.type, event.ts, event.model_dump_json())))
             pending.writes.extend(self._summarise(event))
-            if isinstance(event, Checkpointed):  # the commit point of the step before it
-                pending.writes.append((
-                    "INSERT INTO checkpoints (run_id, seq, step, next_step, created_at) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-                    "seq = excluded.seq, step = excluded.step, "
-                    "next_step = excluded.next_step, created_at = excluded.created_at",
-                    (event.run_id, event.seq, event.step, event.next_step, event.ts)))
+            if isinstance(event, Checkpointed) and not self._numbering:
+                # the commit point of the step before it
+                pending.writes.append((_CHECKPOINT_UPSERT, (event.run_id, event.seq,
+                                                            event.step, event.next_step,
+                                                            event.ts)))
             if not _defers(event):
-                pending.writes.append(("UPDATE runs SET last_seq = ?, updated_at = ? "
-                                       "WHERE id = ?", (event.seq, event.ts, event.run_id)))
+                if not self._numbering:
+                    pending.writes.append(("UPDATE runs SET last_seq = ?, updated_at = ? "
+                                           "WHERE id = ?", (event.seq, event.ts, event.run_id)))
                 self._flush([event.run_id])
 
     @staticmethod
