@@ -307,6 +307,62 @@ class RunStoreConformance:
         store.commit()
         assert store.latest_checkpoint("r1") == Checkpoint("r1", 7, "b", "c", 2.0)
 
+    # ------------------------------------------------------------------ live rows
+
+    def test_live_rows_are_put_overwritten_and_seen_by_another_handle(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        assert reader.live("r1") == {}
+        body: dict[str, Any] = {"step": "a", "iteration": 1, "text": "ünïcode ✓ <b>x</b>",
+                                "tools": ["read_file"], "tokens_used": None}
+        writer.put_live("r1", "a#1", body)
+        assert reader.live("r1") == {"a#1": body}
+        writer.put_live("r1", "a#1", {**body, "text": "more"})  # overwritten, not added
+        writer.put_live("r1", "b#2", {"step": "b"})
+        writer.put_live("r2", "a#1", {"step": "other run"})
+        assert reader.live("r1") == {"a#1": {**body, "text": "more"}, "b#2": {"step": "b"}}
+        assert reader.live("r2") == {"a#1": {"step": "other run"}}
+
+    def test_clear_live_removes_one_key_or_the_whole_run(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        for key in ("a#1", "b#1"):
+            writer.put_live("r1", key, {"k": key})
+        writer.put_live("r2", "a#1", {"k": "r2"})
+        writer.clear_live("r1", "a#1")
+        assert reader.live("r1") == {"b#1": {"k": "b#1"}}
+        writer.clear_live("r1", "nothing")  # no such row: a no-op
+        writer.clear_live("r1")
+        assert reader.live("r1") == {}
+        assert reader.live("r2") == {"a#1": {"k": "r2"}}
+
+    def test_a_live_write_never_commits_a_pending_step(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A live row is written at once, while the run's finished step still waits for its
+        checkpoint: the step is not committed by it, nor held back."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:5]:  # up to route_taken: the step waits for its checkpoint
+            writer.append_event(event)
+        writer.put_live("r1", "a#1", {"text": "streaming"})
+        assert reader.live("r1") == {"a#1": {"text": "streaming"}}
+        assert [e["type"] for e in reader.events("r1")] == [
+            "run_started", "step_started", "script_output"]
+        writer.clear_live("r1")
+        assert len(reader.events("r1")) == 3
+        writer.append_event(history[5])  # the checkpoint commits the step
+        assert [e["type"] for e in reader.events("r1")][3:] == [
+            "step_finished", "route_taken", "checkpoint"]
+        assert reader.events("r1") == writer.events("r1")
+
+    def test_live_rows_are_no_history(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        writer.put_live("r1", "a#1", {"text": "x" * 20_000})
+        run = reader.get_run("r1")
+        assert (run.last_seq, reader.events("r1")) == (0, [])
+
     # ------------------------------------------------------------------ gates
 
     def _gate(self, run_id: str, step: str = "review", kind: str = "human_gate") -> GateRecord:

@@ -113,6 +113,28 @@ def test_every_migration_is_in_one_transaction(tmp_path: Path) -> None:
         assert name in tables
 
 
+def test_a_schema_2_store_is_migrated_to_live_rows(tmp_path: Path) -> None:
+    """A store of the podium before live rows (schema 2: today's less the live table) opens
+    with its runs and events as they were, and gains the live table."""
+    path = _store_with_runs(tmp_path, 2)
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE live")
+    con.execute("PRAGMA user_version = 2")
+    con.commit()
+    con.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
+        assert [r.id for r in store.list_runs()] == ["run1", "run0"]
+        assert [e["seq"] for e in store.events("run0")] == list(range(1, 12))
+        store.put_live("run0", "a#1", {"text": "after the migration"})
+        assert store.live("run0") == {"a#1": {"text": "after the migration"}}
+        assert store.delete_runs(["run0"]) == 1  # its live rows go with it
+        assert store.live("run0") == {}
+    finally:
+        store.close()
+
+
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = _store_with_runs(tmp_path)
     con = sqlite3.connect(path)

@@ -187,6 +187,21 @@ class RunStore(Protocol):
         commit order: a reader that tails `events(run_id, after_seq)` never misses one."""
         ...
 
+    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None:
+        """Write or overwrite one live row: what a running step streams (its model text so
+        far), for surfaces in other processes. In a short transaction of its own: it never
+        commits, nor waits for, a run's pending step. Never history: no event, no seq. A
+        failure raises StoreError and leaves the store usable for the run's own writes."""
+        ...
+
+    def clear_live(self, run_id: str, key: str | None = None) -> None:
+        """Remove the run's live row `key`, or all of its live rows."""
+        ...
+
+    def live(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """The run's live rows by key; empty when nothing streams."""
+        ...
+
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
         """Take the run for `owner`, atomically; raise RunOwned when another owner that
         `alive` says is alive holds it (a lease of a dead owner is taken over)."""

@@ -3,12 +3,13 @@
 Each migration runs in one transaction. Version 2 makes `events` a rowid table (a step's
 multi-megabyte output then lives in overflow pages instead of splitting a WITHOUT ROWID b-tree
 at every insert), drops the run state that checkpoints carried and nothing read (resume folds
-the events), and adds the leases that say which process advances a run.
+the events), and adds the leases that say which process advances a run. Version 3 adds the live rows: what a
+running step streams, overwritten in place and cleared when the step ends (store/live.py).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: list[str] = [
     # 1: runs, events, checkpoints, gates
@@ -109,6 +110,16 @@ MIGRATIONS: list[str] = [
         command TEXT NOT NULL,
         acquired_at REAL NOT NULL,
         heartbeat_at REAL NOT NULL
+    );
+    """,
+    # 3: live rows (a running step's streamed text; never history)
+    """
+    CREATE TABLE live (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        body TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (run_id, key)
     );
     """,
 ]

@@ -41,6 +41,7 @@ from podium.store.base import (
     RunRecord,
     StoreError,
 )
+from podium.store.live import LiveRows
 from podium.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
@@ -86,7 +87,7 @@ def _defers(event: Event) -> bool:
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
-class SQLiteStore:
+class SQLiteStore(LiveRows):
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
 
     def __init__(self, path: Path, *, verify: bool | None = None) -> None:
@@ -544,7 +545,7 @@ class SQLiteStore:
 
     def delete_runs(self, run_ids: list[str]) -> int:
         """Remove these runs and everything kept with them (events, checkpoints, gates,
-        leases) in one transaction: all of them, or none. Returns how many runs were
+        leases, live rows) in one transaction: all of them, or none. Returns how many runs were
         removed. The caller decides which runs may go (`podium fleet prune`)."""
         if not run_ids:
             return 0
@@ -553,7 +554,7 @@ class SQLiteStore:
             self._write("BEGIN IMMEDIATE", ())
             try:
                 for rid in run_ids:
-                    for table in ("events", "checkpoints", "gates", "leases"):
+                    for table in ("events", "checkpoints", "gates", "leases", "live"):
                         self._write(f"DELETE FROM {table} WHERE run_id = ?", (rid,))
                     removed += self._write("DELETE FROM runs WHERE id = ?", (rid,)).rowcount
                     self._pending.pop(rid, None)
