@@ -29,6 +29,7 @@ from podium.providers.catalog import (
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.providers.stream_deltas import anthropic_delta
 from podium.tools.base import ToolResult
 
 CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=ALL_EFFORTS,
@@ -66,21 +67,6 @@ def _block_param(block: Any) -> dict[str, Any] | None:
     if kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.data}
     return None
-
-
-def _stream_delta(event: Any, tools: dict[int, str], deltas: DeltaStream) -> None:
-    """One raw stream event as a `model_delta` piece (text, thinking, a tool's input)."""
-    kind = getattr(event, "type", None)
-    if kind == "content_block_start" and event.content_block.type == "tool_use":
-        tools[event.index] = event.content_block.name
-    elif kind == "content_block_delta":
-        d = event.delta
-        if d.type == "text_delta":
-            deltas.add("text", d.text)
-        elif d.type == "thinking_delta":
-            deltas.add("reasoning", d.thinking)
-        elif d.type == "input_json_delta":
-            deltas.add("tool_call", d.partial_json, tools.get(event.index))
 
 
 class ClaudeSession(LoopSession):
@@ -177,7 +163,7 @@ class ClaudeSession(LoopSession):
                     messages=self.messages, timeout=timeout, **self.params) as stream:
                 tools: dict[int, str] = {}  # block index -> tool name
                 for event in stream:
-                    _stream_delta(event, tools, deltas)
+                    anthropic_delta(event, tools, deltas)
                 msg = stream.get_final_message()
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None

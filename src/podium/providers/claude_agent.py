@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
 from podium.providers.catalog import CLAUDE_AGENT_CAPABILITIES, CLAUDE_TOOLS
+from podium.providers.loop import DeltaStream
 from podium.providers.retry import status_is_retryable
 from podium.providers.runtime_common import (
     CLAUDE_CLI,
@@ -45,6 +46,7 @@ from podium.providers.runtime_common import (
     session_table,
 )
 from podium.providers.settings import ProviderSettings
+from podium.providers.stream_deltas import anthropic_delta, anthropic_usage
 
 if TYPE_CHECKING:
     from podium.providers.runtime_common import SessionTable
@@ -135,6 +137,22 @@ def mcp_config(servers: Mapping[str, Any], chosen: list[str] | None) -> dict[str
                 entry["headers"] = dict(cfg.headers)
         out[name] = entry
     return out
+
+
+class _Stream:
+    """The raw stream events of a turn's top-level model calls: their pieces go out as
+    `model_delta` events, and the last call's tokens are kept (the context gauge)."""
+
+    def __init__(self, request: AgentRequest) -> None:
+        self.deltas = DeltaStream(request)
+        self.tools: dict[int, str] = {}  # content block index -> tool name
+        self.used: list[int] = []  # [input, output] tokens of the last call
+
+    def feed(self, msg: Any) -> None:
+        if msg.parent_tool_use_id is not None:  # a subagent's call
+            return
+        anthropic_delta(msg.event, self.tools, self.deltas)
+        anthropic_usage(msg.event, self.used)
 
 
 @dataclass
@@ -231,6 +249,7 @@ class ClaudeAgentSession:
             "env": dict(cfg.env), "can_use_tool": allow, "stderr": keep_stderr,
             "system_prompt": system, "strict_mcp_config": True,
             "mcp_servers": mcp_config(cfg.mcp_servers, chosen),
+            "include_partial_messages": True,  # stream events, as model_delta
         }
         if builtin is not None:
             kwargs["tools"] = builtin
@@ -255,6 +274,7 @@ class ClaudeAgentSession:
         from claude_agent_sdk import (
             AssistantMessage,
             ResultMessage,
+            StreamEvent,
             SystemMessage,
             TextBlock,
             ToolResultBlock,
@@ -267,10 +287,14 @@ class ClaudeAgentSession:
         model = None
         started: dict[str, tuple[float, Any]] = {}
         result = None
+        stream = _Stream(self.request)
         async for msg in client.receive_response():
-            if isinstance(msg, SystemMessage) and msg.subtype == "init":
+            if isinstance(msg, StreamEvent):
+                stream.feed(msg)
+            elif isinstance(msg, SystemMessage) and msg.subtype == "init":
                 self.session_id = msg.data.get("session_id") or self.session_id
             elif isinstance(msg, AssistantMessage) and msg.parent_tool_use_id is None:
+                stream.deltas.flush()  # the streamed call is over: its tools run next
                 model = msg.model or model
                 texts = [b.text for b in msg.content if isinstance(b, TextBlock)] or texts
                 for block in msg.content:
@@ -283,6 +307,12 @@ class ClaudeAgentSession:
                         self._emit_tool(use, block, time.monotonic() - began)
             elif isinstance(msg, ResultMessage):
                 result = msg
+        stream.deltas.flush()
+        return self._outcome(result, model, texts, stream.used)
+
+    def _outcome(self, result: Any, model: str | None, texts: list[str], used: list[int]
+                 ) -> _Result:
+        """The turn's answer from Claude Code's result message (raises when it failed)."""
         if result is None:
             raise ProviderError("claude-agent-sdk: Claude Code ended the turn without a result")
         self.session_id = result.session_id or self.session_id
@@ -299,7 +329,8 @@ class ClaudeAgentSession:
         return _Result(final, usage, self.session_id, result.num_turns,
                        {"session_id": self.session_id, "turns": result.num_turns,
                         "runtime": "claude-agent-sdk",
-                        "reported_cost_usd": result.total_cost_usd})
+                        "reported_cost_usd": result.total_cost_usd,
+                        "context_tokens": sum(used) if used else None})
 
     def _emit_tool(self, use: Any, result: Any, elapsed: float) -> None:
         emit = self.request.emit

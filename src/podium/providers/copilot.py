@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
 from podium.providers.catalog import COPILOT_CAPABILITIES, COPILOT_TOOLS, RUNTIME_OWN_TOOLS
+from podium.providers.loop import DeltaStream
 from podium.providers.retry import status_is_retryable
 from podium.providers.runtime_common import (
     COPILOT_CLI,
@@ -44,6 +45,7 @@ from podium.providers.runtime_common import (
     session_table,
 )
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.providers.stream_deltas import copilot_delta
 
 if TYPE_CHECKING:
     from podium.providers.runtime_common import SessionTable
@@ -195,8 +197,9 @@ def tool_selection(names: tuple[str, ...] | None, servers: Mapping[str, Any]
 
 @dataclass
 class _Turn:
-    """What one `send` collects from the session's events."""
+    """What one `send` collects from the session's events; `deltas` streams its output."""
 
+    deltas: DeltaStream
     usage: list[Any] = field(default_factory=list)
     errors: list[Any] = field(default_factory=list)
     started: dict[str, tuple[float, Any]] = field(default_factory=dict)
@@ -228,6 +231,10 @@ class CopilotSession:
             return
         kind = getattr(getattr(event, "type", None), "value", "")
         data = event.data
+        if copilot_delta(kind, data, turn.deltas):
+            return
+        if kind == "assistant.message":
+            turn.deltas.flush()  # the streamed call is over: its tools run next
         if kind == "assistant.usage":
             turn.usage.append(data)
         elif kind == "session.error":
@@ -270,7 +277,7 @@ class CopilotSession:
         if left <= 0:
             raise ProviderError(f"the agent ran out of time ({self.request.timeout:g}s)",
                                 category="timeout")
-        self.turn = _Turn()
+        self.turn = _Turn(DeltaStream(self.request))
         try:
             event = self.provider.loop.run(self._send(message, left))
         finally:
@@ -282,7 +289,8 @@ class CopilotSession:
         return Reply(text, None, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
                      usage.model or self.request.model,
                      {"session_id": self.session_id, "api_calls": len(turn.usage),
-                      "runtime": "copilot"}, usage.cache_write_tokens)
+                      "runtime": "copilot", "context_tokens": _context(turn.usage)},
+                     usage.cache_write_tokens)
 
     async def _send(self, message: str, timeout: float) -> Any:
         try:
@@ -299,6 +307,9 @@ class CopilotSession:
             if turn is not None and turn.errors:
                 raise _session_error(turn.errors[-1], _usage(turn.usage)) from None
             raise ProviderError(f"copilot: {exc}", retryable=_transient(str(exc))) from None
+        finally:
+            if self.turn is not None:  # the last pieces, on the loop that streamed them
+                self.turn.deltas.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -324,6 +335,13 @@ def _usage(events: list[Any]) -> TokenUsage:
         write += u.cache_write_tokens or 0
         model = u.model or model
     return TokenUsage(inp, out, read, write, model)
+
+
+def _context(events: list[Any]) -> int | None:
+    """The context gauge: the tokens the last model call used (its input and output)."""
+    if not events:
+        return None
+    return (events[-1].input_tokens or 0) + (events[-1].output_tokens or 0)
 
 
 def _session_error(data: Any, spent: TokenUsage) -> ProviderError:
@@ -468,7 +486,7 @@ class CopilotProvider:
             "on_permission_request": PermissionHandler.approve_all,
             "working_directory": request.working_dir or os.getcwd(),
             "on_event": on_event,
-            "streaming": False,
+            "streaming": True,  # delta events, as model_delta (the wire streams too)
         }
         if request.model:
             kwargs["model"] = request.model
