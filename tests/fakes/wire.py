@@ -3,7 +3,9 @@ response from a queue (or a handler computes it), and every request is recorded 
 query, headers, JSON body) so a test can assert what podium really sent.
 
 Runs on a ThreadingHTTPServer in a daemon thread, HTTP/1.1 with keep-alive; it counts the
-TCP connections it accepted, so tests can show that clients reuse them.
+TCP connections it accepted, so tests can show that clients reuse them. A stream is one body
+by default; with `chunked = True` each SSE event is its own HTTP chunk, written and flushed in
+turn (Transfer-Encoding: chunked), as the real APIs stream.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class WireServer:
         self.requests: list[Recorded] = []
         self.connections = 0
         self.server_seconds = 0.0  # time spent inside the server's own handling
+        self.chunked = False  # streams as one HTTP chunk per SSE event
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -128,26 +131,31 @@ class WireServer:
                 rec = Recorded(self.command, parts.path, parse_qs(parts.query),
                                {k.lower(): v for k, v in self.headers.items()}, body)
                 canned = server._respond(rec)
-                if canned.raw is not None:
-                    payload, ctype = canned.raw, "application/json"
-                elif canned.events is not None:
-                    chunks = []
-                    for event, data in canned.events:
-                        head = f"event: {event}\n" if event else ""
-                        text = data if data == "[DONE]" else json.dumps(data)  # OpenAI's end
-                        chunks.append(f"{head}data: {text}\n\n")
-                    payload, ctype = "".join(chunks).encode(), "text/event-stream"
+                if canned.raw is None and canned.events is not None and server.chunked:
+                    self._stream(canned)
                 else:
-                    payload, ctype = json.dumps(canned.body).encode(), "application/json"
-                self.send_response(canned.status)
-                self.send_header("content-type", ctype)
-                self.send_header("content-length", str(len(payload)))
-                for k, v in canned.headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
+                    payload, ctype = _payload(canned)
+                    self._head(canned, ctype, {"content-length": str(len(payload))})
+                    self.wfile.write(payload)
                 with server._lock:
                     server.server_seconds += time.perf_counter() - started
+
+            def _head(self, canned: Canned, ctype: str, extra: dict[str, str]) -> None:
+                self.send_response(canned.status)
+                self.send_header("content-type", ctype)
+                for k, v in {**extra, **canned.headers}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+
+            def _stream(self, canned: Canned) -> None:
+                assert canned.events is not None
+                self._head(canned, "text/event-stream", {"transfer-encoding": "chunked"})
+                for piece in _sse(canned.events):
+                    data = piece.encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -173,3 +181,22 @@ class WireServer:
 
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
+
+
+def _payload(canned: Canned) -> tuple[bytes, str]:
+    """The whole body of a response and its content type."""
+    if canned.raw is not None:
+        return canned.raw, "application/json"
+    if canned.events is not None:
+        return "".join(_sse(canned.events)).encode(), "text/event-stream"
+    return json.dumps(canned.body).encode(), "application/json"
+
+
+def _sse(events: list[tuple[str | None, Any]]) -> list[str]:
+    """Each (event, data) pair as the text of one server-sent event."""
+    out = []
+    for event, data in events:
+        head = f"event: {event}\n" if event else ""
+        text = data if data == "[DONE]" else json.dumps(data)  # OpenAI's end of stream
+        out.append(f"{head}data: {text}\n\n")
+    return out
