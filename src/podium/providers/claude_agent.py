@@ -15,8 +15,9 @@ MCP servers are passed through (only them: `strict_mcp_config`). `skills:` folde
 through a plugin made for them and `plugins:` folders as plugins (skill_options). Reasoning effort is Claude
 Code's `effort`; structured output is asked for in the prompt and corrected in the same
 session; `session_key` continues one Claude Code session per (key, working dir), across
-`podium resume` too (Claude Code keeps the transcript). The SDK is imported only when an agent
-uses this provider.
+`podium resume` too (Claude Code keeps the transcript). Claude Code's partial messages (the raw
+Messages stream events) go out as coalesced `model_delta` events, and the last model call's
+tokens are the context gauge. The SDK is imported only when an agent uses this provider.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ MCP tools and the runtime's own tools named directly (`web_search`), omitted lea
 runtime's defaults. `context_tier`, the `skills:` and `plugins:` folders and
 `runtime.tool_output` (the runtime's large-output setting) are passed to the session. Structured output is asked for in the prompt
 and corrected in the same session; `session_key` continues one runtime session per (key,
-working dir), across `podium resume` too. The SDK is imported only when an agent uses this
-provider.
+working dir), across `podium resume` too. Sessions stream: the runtime's message, reasoning and
+tool-call delta events go out as coalesced `model_delta` events, and the last model call's
+tokens are the context gauge. The SDK is imported only when an agent uses this provider.
 """
 
 from __future__ import annotations
