@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult
     from podium.events.bus import Sink
     from podium.steps.state import RunState
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
     from podium.telemetry import TelemetrySettings
 
 
@@ -39,7 +39,7 @@ class LaunchOptions:
 
 
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
-                store: SQLiteStore, *, run_id: str | None = None, state: RunState | None = None,
+                store: RunStore, *, run_id: str | None = None, state: RunState | None = None,
                 start_seq: int = 0) -> Engine:
     from podium.engine.run import Engine
     from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
@@ -88,12 +88,16 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
 
     hide_from_proc(secret_names(wf))  # nor can a command read them from podium's /proc
     engine.bus.add_committer(store)
+    from podium.events.sinks.live import LiveSink
+
+    # what a step streams, for a console or the fleet TUI in another process (never history)
+    engine.bus.add(LiveSink(store, redactor=engine.bus.redactor, window=_context_window))
     for observer in opts.observers:
         engine.bus.add(observer)
     from podium.events.sinks.jsonl import JsonlSink
 
     # every run also keeps a JSONL log of its own (appended to on resume), plus --events F
-    for log in (store.path.parent / "runs" / engine.run_id / "events.jsonl", opts.events):
+    for log in (store.folder / "runs" / engine.run_id / "events.jsonl", opts.events):
         if log is None:
             continue
         try:
@@ -122,7 +126,13 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     return engine
 
 
-def _add_traces(engine: Engine, store: SQLiteStore, traces: TelemetrySettings, *,
+def _context_window(model: str | None, provider: str | None) -> int | None:
+    from podium.providers.pricing import context_window
+
+    return context_window(model, provider)
+
+
+def _add_traces(engine: Engine, store: RunStore, traces: TelemetrySettings, *,
                 resumed: bool) -> None:
     """The trace exporter observes the run. A resumed run continues the trace its first
     attempt started: the trace id and root span id are kept in the run's options."""
@@ -153,7 +163,7 @@ def _add_traces(engine: Engine, store: SQLiteStore, traces: TelemetrySettings, *
                              span_id=kept.get("span_id"), on_root=keep))
 
 
-def advance(engine: Engine, store: SQLiteStore, start: str | None = None) -> RunResult:
+def advance(engine: Engine, store: RunStore, start: str | None = None) -> RunResult:
     """Run the engine (its run row exists, this process holds its lease) to its end, a gate
     or a limit. Raises StoreError when the store cannot commit: the run stops there, and
     what was committed before stays resumable."""

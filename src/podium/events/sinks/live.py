@@ -1,0 +1,233 @@
+"""The live sink: folds a running step's streamed model output into one live row per step and
+writes it to the run store for surfaces in other processes (the console, the fleet TUI).
+
+`model_delta` events are never stored; what they carry is folded here, per run and per step
+iteration, into a body (the text and reasoning so far, their tails capped; the tools called;
+the context gauge) that a background thread writes with `put_live` at most every INTERVAL
+seconds per row, so neither the run nor its history waits or grows. The row is cleared when
+its step finishes or fails, and every row of a run when the run ends. An observer: a write
+that fails is reported once on stderr and the live view stops; the run goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from podium.events.model import (
+    Event,
+    ModelDelta,
+    ModelExchange,
+    PromptRendered,
+    RunFinished,
+    RunStarted,
+    StepFailed,
+    StepFinished,
+)
+from podium.events.redact import Redactor
+
+INTERVAL = 0.2  # seconds between two writes of one live row
+TEXT_CAP = 16_384  # characters of text (and of reasoning) a live row keeps: the tail
+TOOLS_CAP = 50  # tool names a live row keeps: the last ones
+CHARS_PER_TOKEN = 4  # the estimate of the context gauge until the API counts
+
+Window = Callable[[str | None, str | None], int | None]  # (model, provider) -> tokens
+
+
+class LiveWriter(Protocol):
+    """Where live rows go: the run store (store/base.py RunStore)."""
+
+    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None: ...
+
+    def clear_live(self, run_id: str, key: str | None = None) -> None: ...
+
+
+def live_key(step: str, iteration: int) -> str:
+    """The key of a step iteration's live row."""
+    return f"{step}#{iteration}"
+
+
+@dataclass
+class _Fold:
+    """What one step iteration streamed so far."""
+
+    step: str
+    iteration: int
+    text: str = ""
+    reasoning: str = ""
+    tools: list[str] = field(default_factory=list)
+    last_kind: str | None = None
+    last_tool: str | None = None
+    model: str | None = None
+    window: int | None = None
+    counted: int | None = None  # context tokens the API counted at its last answer
+    chars: int = 0  # characters of prompt and stream since that count (or since the start)
+    dirty: bool = False
+    written: float = 0.0  # monotonic time of the last write; 0: never written
+
+    def add(self, delta: ModelDelta) -> None:
+        self.chars += len(delta.text)
+        if delta.kind == "text":
+            self.text = (self.text + delta.text)[-2 * TEXT_CAP:]
+        elif delta.kind == "reasoning":
+            self.reasoning = (self.reasoning + delta.text)[-2 * TEXT_CAP:]
+        elif delta.tool and (self.last_kind, self.last_tool) != ("tool_call", delta.tool):
+            self.tools = [*self.tools, delta.tool][-TOOLS_CAP:]
+        self.last_kind, self.last_tool = delta.kind, delta.tool
+
+    def body(self, redactor: Redactor) -> dict[str, Any]:
+        """The live row: secrets out before the tails are cut (a secret the cut halves
+        would otherwise escape the redactor)."""
+        estimated = self.counted is None or self.chars > 0
+        used = (self.counted or 0) + self.chars // CHARS_PER_TOKEN
+        return {"step": self.step, "iteration": self.iteration, "model": self.model,
+                "text": redactor.text(self.text)[-TEXT_CAP:],
+                "reasoning": redactor.text(self.reasoning)[-TEXT_CAP:],
+                "tools": redactor.value(self.tools), "tokens_used": used or None,
+                "context_window": self.window, "estimated": estimated,
+                "updated_at": time.time()}
+
+
+class LiveSink:
+    """Writes a running step's live row through `writer` (the run store), from a thread of
+    its own that runs while rows wait to be written."""
+
+    def __init__(self, writer: LiveWriter, *, redactor: Redactor | None = None,
+                 window: Window | None = None, interval: float = INTERVAL) -> None:
+        self.writer = writer
+        self.redactor = redactor or Redactor()
+        self.window = window
+        self.interval = interval
+        self._folds: dict[tuple[str, str], _Fold] = {}
+        self._cond = threading.Condition()
+        self._io = threading.Lock()  # one write at a time: a clear never precedes a put
+        self._thread: threading.Thread | None = None
+        self._broken = False
+
+    # ------------------------------------------------------------------ the run's thread
+
+    def handle(self, event: Event) -> None:
+        if self._broken:
+            return
+        if isinstance(event, ModelDelta):
+            with self._cond:
+                fold = self._fold(event.run_id, event.step, event.iteration)
+                fold.add(event)
+                self._mark(fold)
+        elif isinstance(event, PromptRendered):
+            with self._cond:
+                fold = self._fold(event.run_id, event.step, event.iteration)
+                fold.model = event.model
+                fold.window = self._window(event.model, event.provider) or fold.window
+                fold.chars += len(event.prompt) + len(event.system_prompt or "")
+        elif isinstance(event, ModelExchange):
+            self._counted(event)
+        elif isinstance(event, StepFinished | StepFailed):
+            self._clear(event.run_id, live_key(event.step, event.iteration))
+        elif isinstance(event, RunFinished):
+            self._clear(event.run_id, None)
+        elif isinstance(event, RunStarted) and event.resumed:
+            self._clear(event.run_id, None, always=True)  # what a killed attempt left
+
+    def _fold(self, run_id: str, step: str, iteration: int) -> _Fold:
+        key = (run_id, live_key(step, iteration))
+        fold = self._folds.get(key)
+        if fold is None:
+            fold = self._folds[key] = _Fold(step, iteration)
+        return fold
+
+    def _window(self, model: str | None, provider: str | None) -> int | None:
+        if self.window is None:
+            return None
+        try:
+            return self.window(model, provider)
+        except Exception:  # an unknown model has no gauge, nothing more
+            return None
+
+    def _counted(self, event: ModelExchange) -> None:
+        """The API's own count of the context replaces the estimate (the end of a stream)."""
+        with self._cond:
+            fold = self._folds.get((event.run_id, live_key(event.step, event.iteration)))
+            if fold is None or event.context_tokens is None:
+                return
+            fold.counted, fold.chars = event.context_tokens, 0
+            fold.window = event.context_window or fold.window
+            if fold.written:
+                self._mark(fold)
+
+    def _mark(self, fold: _Fold) -> None:
+        fold.dirty = True
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="podium-live", daemon=True)
+            self._thread.start()
+        self._cond.notify()
+
+    def _clear(self, run_id: str, key: str | None, *, always: bool = False) -> None:
+        with self._cond:
+            gone = [k for k in self._folds if k[0] == run_id and key in (None, k[1])]
+            written = [self._folds.pop(k).written for k in gone]
+        if not (always or any(written)):
+            return  # nothing of it was written
+        with self._io:
+            try:
+                self.writer.clear_live(run_id, key)
+            except Exception as exc:
+                self._fail(exc)
+
+    # ------------------------------------------------------------------ the writer thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                batch, wait = ([], None) if self._broken else self._due()
+                if not batch:
+                    if wait is None:  # nothing waits: the thread ends (the next row starts one)
+                        self._thread = None
+                        return
+                    self._cond.wait(wait)
+                    continue
+            self._write(batch)
+
+    def _due(self) -> tuple[list[tuple[tuple[str, str], dict[str, Any]]], float | None]:
+        """The rows to write now, and else how long until the next one is due."""
+        now = time.monotonic()
+        batch: list[tuple[tuple[str, str], dict[str, Any]]] = []
+        wait: float | None = None
+        for key, fold in self._folds.items():
+            if not fold.dirty:
+                continue
+            left = fold.written + self.interval - now
+            if left <= 0:
+                fold.dirty, fold.written = False, now
+                batch.append((key, fold.body(self.redactor)))
+            else:
+                wait = left if wait is None else min(wait, left)
+        return batch, wait
+
+    def _write(self, batch: list[tuple[tuple[str, str], dict[str, Any]]]) -> None:
+        with self._io:
+            for (run_id, key), body in batch:
+                with self._cond:
+                    if (run_id, key) not in self._folds:
+                        continue  # its step ended meanwhile: the row stays cleared
+                try:
+                    self.writer.put_live(run_id, key, body)
+                except Exception as exc:
+                    self._fail(exc)
+                    return
+
+    def _fail(self, exc: Exception) -> None:
+        if not self._broken:
+            self._broken = True
+            sys.stderr.write(f"podium: warning: the live view of the running step stopped "
+                             f"(the run goes on): {type(exc).__name__}: {exc}\n")
+
+    def close(self) -> None:
+        """Write nothing more (rows still waiting are dropped; a finished run cleared its)."""
+        with self._cond:
+            self._broken = True
+            self._cond.notify_all()

@@ -1,0 +1,208 @@
+"""Live rows: what a running step streams, folded by the live sink into the run store's `live`
+table for surfaces in other processes, and gone when the step ends.
+
+- the sink folds text, reasoning and tool calls per step iteration, caps their tails, writes
+  the first row at once and then at most every interval, and clears the row when the step
+  finishes (and every row when the run ends);
+- a secret split across two deltas is redacted in the row (never in the table);
+- a live writer that fails warns once; the run and the other sinks go on;
+- a real `podium run` whose model is still streaming (a local server holds the stream open)
+  shows its partial text to another process, with a context gauge; after the run its live
+  rows are gone, and its stored history holds no `model_delta`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.held_openai import HeldOpenAI
+from helpers_engine import cli_env, podium_argv, wait_until, write
+from podium.clock import FakeClock
+from podium.events.bus import EventBus
+from podium.events.model import (
+    Event,
+    ModelDelta,
+    ModelExchange,
+    PromptRendered,
+    RunFinished,
+    StepFinished,
+)
+from podium.events.redact import Redactor
+from podium.events.sinks.jsonl import MemorySink
+from podium.events.sinks.live import TEXT_CAP, LiveSink, live_key
+from podium.store.sqlite import SQLiteStore
+
+SECRET = "sk-held-SECRET-4242"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "podium.db")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _ev(event: Event, run_id: str = "r1") -> Event:
+    return event.model_copy(update={"run_id": run_id})
+
+
+def _delta(text: str, kind: str = "text", tool: str | None = None, step: str = "a") -> Event:
+    return _ev(ModelDelta(step=step, iteration=1, kind=kind, text=text, tool=tool))  # type: ignore[arg-type]
+
+
+def test_the_sink_folds_a_step_writes_it_and_clears_it(store: SQLiteStore) -> None:
+    sink = LiveSink(store, window=lambda model, provider: 128_000, interval=0.05)
+    sink.handle(_ev(PromptRendered(step="a", iteration=1, provider="openai",
+                                   model="gpt-4o-mini", prompt="p" * 400)))
+    assert store.live("r1") == {}  # a prompt alone writes nothing
+    sink.handle(_delta("thinking first", "reasoning"))
+    sink.handle(_delta("Hello, "))
+    sink.handle(_delta('{"path": ', "tool_call", "read_file"))
+    sink.handle(_delta('"a.py"}', "tool_call", "read_file"))
+    sink.handle(_delta("x" * (3 * TEXT_CAP) + "THE TAIL"))
+    assert wait_until(lambda: store.live("r1").get("a#1", {}).get("text", "")
+                      .endswith("THE TAIL"))
+    (key, body), = store.live("r1").items()
+    assert key == live_key("a", 1) == "a#1"
+    assert (body["step"], body["iteration"], body["model"]) == ("a", 1, "gpt-4o-mini")
+    assert len(body["text"]) == TEXT_CAP  # the tail only
+    assert body["reasoning"] == "thinking first"
+    assert body["tools"] == ["read_file"]  # one call, its arguments in two pieces
+    assert body["context_window"] == 128_000
+    assert body["estimated"] is True
+    assert body["tokens_used"] > 100
+    # the API's count at the end of the stream replaces the estimate
+    sink.handle(_ev(ModelExchange(step="a", iteration=1, attempt=1, provider="openai",
+                                  request={}, response_text="", context_tokens=1024,
+                                  context_window=128_000)))
+    assert wait_until(lambda: store.live("r1")["a#1"]["estimated"] is False)
+    assert store.live("r1")["a#1"]["tokens_used"] == 1024
+    sink.handle(_ev(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0)))
+    assert store.live("r1") == {}  # cleared at once, in the run's thread
+    sink.handle(_delta("b streams", step="b"))
+    assert wait_until(lambda: "b#1" in store.live("r1"))
+    sink.handle(_ev(RunFinished(status="success", elapsed=1.0, iterations=2, exit_code=0)))
+    assert store.live("r1") == {}
+
+
+def test_a_secret_split_across_deltas_never_reaches_the_table(store: SQLiteStore) -> None:
+    redactor = Redactor({"MY_TOKEN": SECRET})
+    sink = LiveSink(store, redactor=redactor, interval=0.05)
+    half = len(SECRET) // 2
+    sink.handle(_delta(f"the key is {SECRET[:half]}"))  # each delta alone holds no secret
+    sink.handle(_delta(f"{SECRET[half:]} and more"))
+    assert wait_until(lambda: "and more" in store.live("r1").get("a#1", {}).get("text", ""))
+    assert store.live("r1")["a#1"]["text"] == "the key is <secret:MY_TOKEN> and more"
+    con = sqlite3.connect(store.path)
+    try:
+        rows = con.execute("SELECT body FROM live").fetchall()
+    finally:
+        con.close()
+    assert rows
+    assert not any(SECRET in r[0] for r in rows)
+
+
+class _Broken:
+    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None:
+        raise OSError("disk on fire")
+
+    def clear_live(self, run_id: str, key: str | None = None) -> None:
+        raise OSError("disk on fire")
+
+
+def test_a_failing_live_writer_warns_once_and_the_run_goes_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    bus = EventBus("r1", FakeClock())
+    sink = LiveSink(_Broken(), interval=0.01)
+    memory = MemorySink()
+    bus.add(sink)
+    bus.add(memory)
+    bus.emit(ModelDelta(step="a", iteration=1, kind="text", text="hello"))
+    assert wait_until(lambda: "disk on fire" in capsys.readouterr().err, 10)
+    for _ in range(3):
+        bus.emit(ModelDelta(step="a", iteration=1, kind="text", text="more"))
+    bus.emit(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0))
+    assert "disk on fire" not in capsys.readouterr().err  # once
+    assert len(memory.events) == 5
+
+
+# ----------------------------------------------------------------------------- a real run
+
+FLOW = """
+workflow:
+  name: live
+  entry_point: a
+  runtime: {provider: openai, default_model: gpt-4o-mini}
+agents:
+  - {name: a, prompt: "tell a story"}
+"""
+
+# the first third streams, then the server holds the stream until the test releases it
+STORY = ("Once upon a streamed time " + SECRET + " " + "lorem ipsum " * 600 + "middle " +
+         "dolor sit " * 220 + "THE END")
+
+
+def _run(tmp_path: Path, srv: HeldOpenAI) -> tuple[subprocess.Popen[str], Path]:
+    home = tmp_path / "home"
+    flow = write(tmp_path, FLOW, "flow.yaml")
+    env = cli_env(home, {"OPENAI_BASE_URL": srv.url + "/v1", "OPENAI_API_KEY": SECRET})
+    proc = subprocess.Popen(podium_argv("run", flow, "--json"), env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    return proc, home
+
+
+def _one_live(store: SQLiteStore) -> dict[str, Any]:
+    runs = store.list_runs()
+    if not runs:
+        return {}
+    return store.live(runs[0].id).get("a#1", {})
+
+
+def test_a_streaming_run_shows_its_text_to_another_process_then_clears_it(
+        tmp_path: Path) -> None:
+    with HeldOpenAI(STORY) as srv:
+        proc, home = _run(tmp_path, srv)
+        try:
+            assert srv.held.wait(60), proc.stderr.read() if proc.poll() is not None else ""
+            viewer = SQLiteStore(home / "podium.db")  # this process is not the run's
+            try:
+                assert wait_until(lambda: "lorem" in _one_live(viewer).get("text", ""), 30)
+                body = _one_live(viewer)
+                run = viewer.list_runs()[0]
+                assert run.status == "running"
+                assert body["text"].startswith("Once upon a streamed time <secret:")
+                assert SECRET not in json.dumps(viewer.live(run.id))
+                assert "THE END" not in body["text"]
+                assert body["context_window"] == 128_000
+                assert body["tokens_used"] > 0
+            finally:
+                viewer.close()
+        finally:
+            srv.release.set()
+            out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    run_id = json.loads(out)["run_id"]
+    store = SQLiteStore(home / "podium.db")
+    try:
+        assert store.live(run_id) == {}
+        events = store.events(run_id)
+        assert not [e for e in events if e["type"] == "model_delta"]
+        assert "THE END" in next(e for e in events if e["type"] == "model_exchange")[
+            "response_text"]
+    finally:
+        store.close()
+    con = sqlite3.connect(home / "podium.db")
+    try:
+        assert con.execute("SELECT count(*) FROM live").fetchone() == (0,)
+    finally:
+        con.close()
