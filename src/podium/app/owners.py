@@ -99,6 +99,9 @@ def liveness(store: RunStore, run: RunRecord) -> Liveness:
         root = store.get_run(root.parent_run_id)
         seen.add(root.id)
     lease = store.lease(root.id)
+    if (root.options or {}).get("executor") == "temporal":
+        # no local owner: its Temporal workflow advances it (its workers hold no lease)
+        return Liveness(run.status, lease, root.status in ("running", "waiting"))
     live = lease is not None and owner_alive(lease)
     status = run.status
     if status == "running" and not live:

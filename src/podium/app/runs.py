@@ -34,7 +34,7 @@ from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
 
 
 class Refused(PodiumError):
@@ -78,7 +78,7 @@ class StartRequest:
     command: str = "run"
 
 
-def start_run(store: SQLiteStore, req: StartRequest, opts: LaunchOptions, *,
+def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
               prepare: Callable[[Engine], dict[str, Any]] | None = None,
               recorded: Callable[[Engine], object] | None = None) -> Advanced:
     """Create a run, owned by this process from its first moment, and advance it.
@@ -139,7 +139,7 @@ def family(store: RunStore, run_id: str) -> list[str]:
     return out
 
 
-def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
+def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
                observers: list[Any] | None = None, *,
                prepare: Callable[[Engine], object] | None = None) -> Advanced:
     """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
@@ -163,15 +163,27 @@ def resume_run(store: SQLiteStore, run_id: str, req: ResumeRequest,
         return _resume_owned(store, run, req, observers or [], prepare)
 
 
-def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
+def _resume_owned(store: RunStore, run: RunRecord, req: ResumeRequest,
                   observers: list[Any],
                   prepare: Callable[[Engine], object] | None = None) -> Advanced:
-    from podium.app.workflows import load_valid
-    from podium.engine.run import file_hash
-
     if run.status in ("success", "failed") and req.from_step is None:
         raise Refused(f"run {run.id} already finished ({run.status} at '{run.terminal}'); use "
                       "--from STEP to run again from a step")
+    engine, start = rebuild_engine(store, run, req, observers)
+    if prepare is not None:  # e.g. the console of `resume --web`, before the run goes on
+        prepare(engine)
+    return Advanced(engine, advance(engine, store, start))
+
+
+def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
+                   observers: list[Any], *, withdraw: bool = True
+                   ) -> tuple[Engine, str | None]:
+    """The engine of a stored run as its last commit left it (or as it stood before
+    `req.from_step`), and the node it goes on at: what resume runs, and what a Temporal
+    worker advances one node at a time. `withdraw`: a gate nobody answered is asked again."""
+    from podium.app.workflows import load_valid
+    from podium.engine.run import file_hash
+
     path = Path(run.workflow_path)
     if not path.is_file():
         raise WorkflowFileError(f"the workflow file of run {run.id} is gone: {path}")
@@ -206,7 +218,8 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
                          output=None, error=None, terminal=None, reason=None)
     from podium.engine.history import parked_dialog, unfinished_group, usage_from_events
 
-    store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as the run goes on
+    if withdraw:
+        store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as it goes on
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
@@ -226,12 +239,10 @@ def _resume_owned(store: SQLiteStore, run: RunRecord, req: ResumeRequest,
             dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
                                                        f"resume run {run.id}")["o"]}
             engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
-    if prepare is not None:  # e.g. the console of `resume --web`, before the run goes on
-        prepare(engine)
-    return Advanced(engine, advance(engine, store, start))
+    return engine, start
 
 
-def _restart_point(store: SQLiteStore, run: RunRecord, wf: WorkflowFile,
+def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
                    events: list[dict[str, Any]], from_step: str | None
                    ) -> tuple[Any, str | None, int | None]:
     """The state to resume with (folded from the committed events), where to start, and the
@@ -294,7 +305,7 @@ class Answered:
     live: bool  # a live process advances the run: it goes on with the answer by itself
 
 
-def answer_gate(store: SQLiteStore, run_id: str, value: str, text: str | None = None, *,
+def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = None, *,
                 by: str = "cli", gate_id: int | None = None) -> Answered:
     """Record the answer to the open gate of a run (or of one of its sub-workflow runs; the
     newest, or `gate_id`). The caller resumes the run when `live` is False."""
@@ -319,6 +330,11 @@ def answer_gate(store: SQLiteStore, run_id: str, value: str, text: str | None = 
         raise Refused(f"gate '{gate.step}' of run {run.id} was already answered",
                       kind="conflict") from None
     root = root_of(store, store.get_run(gate.run_id))
+    if (root.options or {}).get("executor") == "temporal":  # its workflow goes on with it
+        from podium.app.remote import signal_answer
+
+        signal_answer(root, gate.id)
+        return Answered(gate, answer, root, True)
     return Answered(gate, answer, root, liveness(store, root).live)
 
 
@@ -371,12 +387,14 @@ class Stopped:
     marked: bool = False  # its process was gone: this call marked it interrupted
 
 
-def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0,
+def stop_run(store: RunStore, run_id: str, *, wait: float = 10.0,
              force: bool = False) -> Stopped:
     """Ask the process that advances a run to stop (SIGTERM: it keeps its checkpoint), after
     checking that the lease's owner is still that process. A run whose owner is gone is
     marked interrupted. With `wait`, waits up to that long for the run to stop."""
     run = root_of(store, store.find_run(run_id))
+    if (run.options or {}).get("executor") == "temporal":
+        return _stop_on_temporal(store, run, wait)
     live = liveness(store, run)
     if run.status != "running":
         return Stopped(run.id, run.status, None, f"run {run.id} is not running (status: "
@@ -417,6 +435,23 @@ def stop_run(store: SQLiteStore, run_id: str, *, wait: float = 10.0,
                    f"run {run.id} stopped (status: {final}); resume it with "
                    f"podium resume {run.id}" if final != "running" else
                    f"run {run.id} was asked to stop (pid {owner.pid}) and is still running")
+
+
+def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
+    """Cancel the run's Temporal workflow; it ends `interrupted` (its workflow records it)."""
+    from podium.app.remote import cancel
+
+    if run.status not in ("running", "waiting"):
+        return Stopped(run.id, run.status, None, f"run {run.id} is not running (status: "
+                                                 f"{run.status})")
+    cancel(run)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and store.get_run(run.id).status in ("running",
+                                                                           "waiting"):
+        time.sleep(0.05)
+    final = store.get_run(run.id).status
+    return Stopped(run.id, final, None, f"run {run.id}: its Temporal workflow was cancelled "
+                   f"(status: {final})")
 
 
 # ----------------------------------------------------------------------------- list

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 from typer.models import CommandInfo
 
+from podium.errors import UsageError
 from podium.exitcodes import EXIT_CODES_HELP
 
 # Help names arguments by their metavar (FILE, RUN_ID), as the usage line does: typer would add
@@ -49,11 +51,18 @@ def _root(
                                         help="run/resume: only lifecycle and routes.")] = False,
     silent: Annotated[bool, typer.Option("--silent", "-s", help="run/resume: no progress, "
                                          "only the result on stdout.")] = False,
+    store: Annotated[str | None, typer.Option(
+        "--store", metavar="URL", show_default=False,
+        help="The run store, for every command (also accepted after the command name): "
+        "postgresql://USER:PASSWORD@HOST/DB (needs podium[postgres]), or a SQLite file path "
+        "or sqlite:///PATH. Default: $PODIUM_STORE, else $PODIUM_HOME/podium.db.")] = None,
 ) -> None:
     """podium: deterministic orchestration of LLM agents, scripts and people."""
     if quiet and silent:
         raise typer.BadParameter("--quiet and --silent exclude each other")
     ROOT.update(quiet=quiet, silent=silent)
+    if store:  # main() takes it out of argv first; this serves the app called directly
+        os.environ["PODIUM_STORE"] = store
 
 
 def _verbosity(quiet: bool, verbose: bool) -> int:
@@ -141,6 +150,11 @@ def run(
     print_loaded_instructions: Annotated[bool, typer.Option(
         "--print-loaded-instructions", help="List the files --workspace-instructions "
         "found (stderr).")] = False,
+    temporal: Annotated[str | None, typer.Option(
+        "--temporal", metavar="HOST:PORT", help="Run on the Temporal workers of this server "
+        "(podium worker) and follow it here; also PODIUM_TEMPORAL_ADDRESS.")] = None,
+    task_queue: Annotated[str, typer.Option(
+        "--task-queue", metavar="QUEUE", help="The workers' Temporal task queue.")] = "podium",
 ) -> None:
     """Run a workflow. Progress goes to stderr, the final output (JSON) to stdout.
 
@@ -160,12 +174,43 @@ def run(
                      web_bg=web_bg, workspace_instructions=workspace_instructions,
                      instructions=instructions or [],
                      print_loaded_instructions=print_loaded_instructions,
-                     silent=verbosity < 0)
+                     silent=verbosity < 0, temporal=temporal, task_queue=task_queue)
     if (web or web_port is not None) and not dry_run and not web_bg:
         from podium.web.server import ConsoleHooks
 
         raise typer.Exit(run_command(req, hooks=ConsoleHooks(req)))
     raise typer.Exit(run_command(req))
+
+
+@app.command()
+def worker(
+    temporal: Annotated[str | None, typer.Option(
+        "--temporal", metavar="HOST:PORT", help="The Temporal server (default: "
+        "PODIUM_TEMPORAL_ADDRESS).")] = None,
+    task_queue: Annotated[str, typer.Option(
+        "--task-queue", metavar="QUEUE", help="The task queue to serve.")] = "podium",
+    namespace: Annotated[str, typer.Option(
+        "--namespace", metavar="NAME", help="The Temporal namespace.")] = "default",
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", metavar="N", help="Steps and group members at once.")] = 100,
+) -> None:
+    """Advance runs on Temporal: serve a task queue until SIGTERM or Ctrl-C.
+
+    The runs' store is this process's (PODIUM_HOME or PODIUM_STORE): every worker and every
+    `podium run --temporal` must share it. Exit codes: 0 stopped, 2 usage, 3 server
+    unreachable.
+    """
+    from podium.app.remote import address
+    ready()
+
+    where = address(temporal)
+    if where is None:
+        raise typer.BadParameter("give --temporal HOST:PORT or set PODIUM_TEMPORAL_ADDRESS")
+    if concurrency < 1:
+        raise typer.BadParameter("--concurrency must be at least 1")
+    from podium.temporal.worker import WorkerRequest, run_worker
+
+    raise typer.Exit(run_worker(WorkerRequest(where, namespace, task_queue, concurrency)))
 
 
 @app.command()
@@ -742,8 +787,38 @@ def _command_name(info: CommandInfo) -> str:
     return callback.__name__.lower().replace("_", "-") if callback else ""
 
 
+def take_store(args: list[str]) -> list[str]:
+    """`--store URL` (or `--store=URL`) anywhere before a bare `--`, as a root option or
+    after any command name: set as PODIUM_STORE for this process and the podium processes it
+    starts, and taken out of the arguments. Raises UsageError when it has no value."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        if arg == "--store" or arg.startswith("--store="):
+            value = arg.split("=", 1)[1] if "=" in arg else \
+                (args[i + 1] if i + 1 < len(args) else "")
+            if not value.strip():
+                raise UsageError("--store needs a value: a postgresql:// URL, a SQLite file "
+                                 "path or sqlite:///PATH")
+            os.environ["PODIUM_STORE"] = value
+            i += 1 if "=" in arg else 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
 def main() -> None:
     """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
+    try:
+        sys.argv[1:] = take_store(sys.argv[1:])
+    except UsageError as exc:
+        sys.stderr.write(f"podium: {exc}\n")
+        raise SystemExit(exc.exit_code) from None
     try:
         if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
             from podium.cli.conductor_cmd import expand_dotted_inputs

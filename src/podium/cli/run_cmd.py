@@ -46,6 +46,8 @@ class RunRequest:
     instructions: list[Path] = field(default_factory=list)
     print_loaded_instructions: bool = False
     silent: bool = False  # podium --silent: only the result on stdout
+    temporal: str | None = None  # --temporal HOST:PORT (or PODIUM_TEMPORAL_ADDRESS)
+    task_queue: str = "podium"
 
 
 class RunHooks(Protocol):
@@ -135,6 +137,15 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
             "skip_gates": req.skip_gates, "provider": req.provider,
             **({"metadata": metadata} if metadata else {}),
             **({"origin": origin} if origin else {})})
+        where = _temporal(req)
+        if where is not None:  # its workers advance it; this process follows it
+            from podium.temporal.follow import run_on_temporal
+
+            try:
+                code, outcome = run_on_temporal(store, start, opts, where)
+            except PodiumError as exc:
+                return fail("run", exc)
+            return code if outcome is None else _report_followed(outcome, wf, opts)
         prepare = (lambda engine: hooks.started(engine, store)) if hooks is not None else None
         try:
             done = start_run(store, start, opts, prepare=prepare,
@@ -148,6 +159,30 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
         if hooks is not None:
             hooks.close()
         store.close()
+
+
+def _temporal(req: RunRequest) -> Any:
+    """Where the run goes when it runs on Temporal workers, or None (here)."""
+    from podium.app.remote import address
+
+    found = address(req.temporal)
+    if found is None:
+        return None
+    from podium.temporal.follow import Where
+
+    return Where(found, req.task_queue)
+
+
+def _report_followed(outcome: Any, wf: Any, opts: LaunchOptions) -> int:
+    """report() for a run its Temporal workers advanced (read back from the store)."""
+    from types import SimpleNamespace
+
+    from podium.events.redact import Redactor, secret_values
+
+    hide = Redactor()
+    hide.add(secret_values(wf))
+    engine = SimpleNamespace(bus=SimpleNamespace(redactor=hide))  # what report() reads of it
+    return report(SimpleNamespace(engine=engine, result=outcome), opts)  # type: ignore[arg-type]
 
 
 def report(done: Advanced, opts: LaunchOptions) -> int:

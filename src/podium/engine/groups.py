@@ -197,14 +197,33 @@ def _spent(done: _Done) -> Usage | None:
     return combined_usage(rows.values()) if isinstance(rows, dict) else None
 
 
+def _elsewhere(engine: Engine, group: ParallelGroup | ForEachGroup, labels: list[str],
+               carried: dict[str, dict[str, Any]] | None) -> set[str]:
+    """With an outside executor (engine.fan_out): "raise" hands the members not done yet to
+    it (Handoff); "gather" returns the labels that are not done (they were never started:
+    the group stopped starting members; they do not run here either)."""
+    if engine.fan_out is None:
+        return set()
+    missing = [label for label in labels if label not in (carried or {})]
+    if engine.fan_out == "raise" and missing:
+        from podium.engine.run import Handoff
+
+        width = len(labels) if isinstance(group, ParallelGroup) else group.max_concurrent
+        raise Handoff(f"{len(missing)} member(s) of group '{group.name}' run elsewhere",
+                      group=group.name, members=tuple(missing), max_concurrent=width,
+                      fail_fast=group.failure_mode == "fail_fast")
+    return set(missing)
+
+
 def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOutcome:
     members = [engine.steps[m] for m in group.agents]
     counts = engine.state.step_counts
     carried = engine.carried.pop(group.name, None)
+    skipped = _elsewhere(engine, group, [s.name for s in members], carried)
     jobs: list[Callable[[], _Done]] = [
         functools.partial(_run_member, engine, s, counts.get(s.name, 0) + 1, s.name,
                           group=group.name, extra=None, carried=carried)
-        for s in members
+        for s in members if s.name not in skipped
     ]
     done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
                      engine.services.cancel)
@@ -330,6 +349,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
     base = engine.state.step_counts.get(step.name, 0)
     carried = engine.carried.pop(group.name, None)
     keys = [_item_key(item, i, group.key_by) for i, item in enumerate(items)]
+    skipped = _elsewhere(engine, group, [f"{step.name}[{k}]" for k in keys], carried)
 
     def job(i: int) -> Callable[[], _Done]:
         extra = {group.as_: items[i], "_index": i}
@@ -344,7 +364,8 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
 
         return run
 
-    done = _pool_run([job(i) for i in range(len(items))], group.max_concurrent,
+    done = _pool_run([job(i) for i in range(len(items))
+                      if f"{step.name}[{keys[i]}]" not in skipped], group.max_concurrent,
                      group.failure_mode == "fail_fast", engine.services.cancel)
     _raise_parked(done)
     engine.state.step_counts[step.name] = base + len(items)
@@ -360,3 +381,42 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
                     else [d.outcome.output for d in ok if d.outcome])
     output = {"type": "for_each", "outputs": outputs, "errors": errors, "count": len(items)}
     return StepOutcome(output, iterations=len(items), usage=usage, usage_rows=rows)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member or item of a group, as an outside executor runs it on its own."""
+
+    step: StepBase
+    iteration: int
+    key: str
+    extra: dict[str, Any] | None
+
+
+def find_member(engine: Engine, group_name: str, label: str) -> Member:
+    """The member `label` of group `group_name` as the group would run it now (the engine's
+    state stands where the group started)."""
+    counts = engine.state.step_counts
+    if group_name in engine.parallel:
+        step = engine.steps[label]
+        return Member(step, counts.get(step.name, 0) + 1, step.name, None)
+    group = engine.for_each[group_name]
+    items = resolve_source(engine, group)
+    step = group.agent
+    base = counts.get(step.name, 0)
+    for i, item in enumerate(items):
+        key = _item_key(item, i, group.key_by)
+        if f"{step.name}[{key}]" == label:
+            extra = {group.as_: item, "_index": i}
+            if group.key_by:
+                extra["_key"] = key
+            return Member(step, base + i + 1, key, extra)
+    raise StepError(f"group '{group_name}' has no member '{label}' now", step=group_name)
+
+
+def run_member(engine: Engine, group_name: str, member: Member) -> str:
+    """Run one member with its own events (committed on their own); returns `finished`,
+    `failed` or `parked`."""
+    done = _run_member(engine, member.step, member.iteration, member.key, group=group_name,
+                       extra=member.extra)
+    return "parked" if done.parked is not None else "failed" if done.error else "finished"

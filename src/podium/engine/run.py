@@ -88,6 +88,7 @@ class RunResult:
     iterations: int = 0
     usage_by_step: dict[str, Usage] = field(default_factory=dict)
     budget: BudgetReport | None = None  # spent against limits.budget_usd, when it is set
+    handoff: Handoff | None = None  # status `handoff`: the run goes on elsewhere (see Handoff)
 
 
 def new_run_id() -> str:
@@ -159,6 +160,13 @@ class Engine:
         self.child_hook: Callable[[Engine, str, int, str], None] | None = None
         self.outer_deadline: float | None = None  # a parent run's deadline bounds a child's
         self.subworkflow_cache: dict[Path, WorkflowFile] = {}
+        # A run advanced node by node by an outside executor (podium.temporal): stop after
+        # one committed node (`one_node`), hand a group's members out instead of running them
+        # here (`fan_out`: "raise"; "gather" aggregates the members committed elsewhere and
+        # runs no other), and emit no run_started when the run only goes on (`announce`).
+        self.one_node = False
+        self.fan_out: str | None = None
+        self.announce = True
 
     # ----------------------------------------------------------------- public
 
@@ -185,13 +193,14 @@ class Engine:
             own = self.services.deadline
             self.services.deadline = self.outer_deadline if own is None else min(
                 own, self.outer_deadline)
-        self.bus.emit(RunStarted(workflow=wf.name, workflow_path=str(self.path),
-                                 workflow_hash=file_hash(self.path),
-                                 entry_point=start or wf.entry_point, inputs=self.state.inputs,
-                                 podium_version=__version__,
-                                 max_iterations=self.state.max_iterations,
-                                 resumed=self.resumed, recorded=self.options.record,
-                                 instructions=self._cli_instructions()))
+        if self.announce:
+            self.bus.emit(RunStarted(workflow=wf.name, workflow_path=str(self.path),
+                                     workflow_hash=file_hash(self.path),
+                                     entry_point=start or wf.entry_point,
+                                     inputs=self.state.inputs, podium_version=__version__,
+                                     max_iterations=self.state.max_iterations,
+                                     resumed=self.resumed, recorded=self.options.record,
+                                     instructions=self._cli_instructions()))
         restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
             return self._loop(start or wf.entry_point)
@@ -233,7 +242,11 @@ class Engine:
                 self._check_timeout(None, after=step.name)
                 if nxt == END:
                     return self._finish_end(last_route)
+                if self.one_node:
+                    raise Handoff(f"goes on at '{nxt}'", next_node=nxt)
                 node = nxt
+        except Handoff as exc:
+            return self._handed_off(exc)
         except KeyboardInterrupt:
             return self._fail(Interrupted("interrupted", step=self.current))
         except ChildParked as exc:
@@ -275,8 +288,8 @@ class Engine:
                 raise StepError(f"the step's data is beyond what podium can handle ({what}); "
                                 "nothing of this step was kept", step=step.name,
                                 iteration=iteration) from None
-        except (GateUnanswerable, ChildParked):
-            raise  # not a failure: the run parks (or fails) in the loop
+        except (GateUnanswerable, ChildParked, Handoff):
+            raise  # not a failure: the run parks (or fails, or goes on elsewhere) in the loop
         except RunError as exc:
             if exc.step is None:
                 exc.step = step.name
@@ -607,6 +620,13 @@ class Engine:
                            self.services.budget.report())
         return result
 
+    def _handed_off(self, exc: Handoff) -> RunResult:
+        """The run goes on elsewhere: nothing ends here (no run_finished)."""
+        return RunResult(self.run_id, "handoff", -1, None, None, str(exc), None,
+                         [r.step for r in self.state.records],
+                         self.clock.monotonic() - self._started, self.state.run_iteration,
+                         dict(self.usage_by_step), self.services.budget.report(), handoff=exc)
+
     def _fail(self, exc: RunError) -> RunResult:
         exc.run_id = self.run_id
         if isinstance(exc, Interrupted):
@@ -630,6 +650,22 @@ class ChildParked(RunError):
     def __init__(self, request: GateRequest) -> None:
         super().__init__(f"waiting in sub-workflow run {request.run_id}", step=request.step)
         self.request = request
+
+
+class Handoff(RunError):
+    """Not an ending: the run goes on elsewhere. Either its executor advances it one node at a
+    time (`next_node`: where it goes on), or a group's members not done yet (`members`, by
+    label) run on other workers, after which the group is advanced again ("gather")."""
+
+    def __init__(self, message: str, *, next_node: str | None = None, group: str | None = None,
+                 members: tuple[str, ...] = (), max_concurrent: int = 0,
+                 fail_fast: bool = False) -> None:
+        super().__init__(message, step=group)
+        self.next_node = next_node
+        self.group = group
+        self.members = members
+        self.max_concurrent = max_concurrent
+        self.fail_fast = fail_fast
 
 
 # What the outside world gave a run; not kept when recording is off.

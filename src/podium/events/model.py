@@ -440,12 +440,25 @@ class Checkpointed(Event):
     run_iteration: int
 
 
+class ActivityRetried(Event):
+    """A run on Temporal workers: an activity runs again (its worker died, or its heartbeat
+    stopped), `attempt` counting from 1; `reused` when what it was to do had already been
+    committed (nothing runs twice)."""
+
+    type: Literal["activity_retried"] = "activity_retried"
+    step: str
+    activity: str
+    attempt: int
+    reason: str
+    reused: bool = False
+
+
 AnyEvent = (RunStarted | RunFinished | StepStarted | StepFinished | StepFailed | RouteTaken
             | PromptRendered | ModelExchange | ParseRecovery | ProviderRetry | ToolCalled | ScriptOutput
             | McpCalled | GateOpened | GateAnswered | LimitReached | LimitResolved | BudgetExceeded
             | Warning_ | Checkpointed | ValidatorStarted | ValidatorFinished | ValidationFailed
             | DialogEvaluated | DialogStarted | DialogMessage | DialogFinished | ContextTrimmed
-            | GuidanceAdded | ModelDelta)
+            | GuidanceAdded | ModelDelta | ActivityRetried)
 
 EVENT_CLASSES: dict[str, type[Event]] = {
     c.model_fields["type"].default: c
@@ -454,7 +467,7 @@ EVENT_CLASSES: dict[str, type[Event]] = {
               McpCalled, GateOpened, GateAnswered, LimitReached, LimitResolved, BudgetExceeded, Warning_,
               Checkpointed, ValidatorStarted, ValidatorFinished, ValidationFailed, DialogEvaluated,
               DialogStarted, DialogMessage, DialogFinished, ContextTrimmed, GuidanceAdded,
-              ModelDelta)
+              ModelDelta, ActivityRetried)
 }
 
 

@@ -1,0 +1,118 @@
+"""Runs whose executor is a Temporal cluster: where their server is, and telling their
+workflow that a gate was answered or that the run must stop. temporalio is imported only
+here, and only for such runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from podium.errors import PodiumError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from podium.store.base import RunRecord
+
+ENV = "PODIUM_TEMPORAL_ADDRESS"
+T = TypeVar("T")
+
+
+class TemporalUnreachable(PodiumError):
+    exit_code = 3
+
+
+def address(given: str | None) -> str | None:
+    """--temporal HOST:PORT, else PODIUM_TEMPORAL_ADDRESS, else None (run locally)."""
+    return given or os.environ.get(ENV) or None
+
+
+def on_temporal(run: RunRecord) -> dict[str, Any] | None:
+    """Where a run's workflow lives ({address, namespace, task_queue, workflow_id}), or None
+    for a run that a local process advances."""
+    kept = (run.options or {}).get("temporal")
+    return dict(kept) if isinstance(kept, dict) else None
+
+
+def _probe(where: str) -> None:
+    """A plain TCP connect first: a server that is not there is reported in one line (the
+    SDK's own failure leaves its runtime threads to abort the interpreter at exit)."""
+    import socket
+
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise TemporalUnreachable(f"the Temporal address '{where}' is not HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise TemporalUnreachable(f"cannot reach the Temporal server at {where}: "
+                                  f"{exc.strerror or exc}") from None
+
+
+async def connect(where: str, namespace: str = "default") -> Client:
+    from temporalio.client import Client
+
+    _probe(where)
+    try:
+        return await Client.connect(where, namespace=namespace)
+    except Exception as exc:  # the SDK raises RuntimeError with the transport's reason
+        reason = " ".join(str(exc).split())[:200]
+        raise TemporalUnreachable(f"cannot reach the Temporal server at {where} (namespace "
+                                  f"{namespace}): {reason}") from None
+
+
+def _blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end from synchronous code, even inside a running event loop
+    (the console's): then in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="podium-temporal")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    result: T = box["value"]
+    return result
+
+
+async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> None:
+    where = on_temporal(run) or {}
+    target = str(where.get("address") or "") or address(None) or ""
+    if not target:
+        raise TemporalUnreachable(f"run {run.id} runs on Temporal but its server is not known: "
+                                  f"set {ENV}")
+    client = await connect(target, str(where.get("namespace") or "default"))
+    handle = client.get_workflow_handle(str(where.get("workflow_id") or run.id))
+    try:
+        if what == "answer":
+            await handle.signal("answer", gate_id)
+        else:
+            await handle.cancel()
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise TemporalUnreachable(f"run {run.id}: the Temporal server at {target} refused to "
+                                  f"{'signal' if what == 'answer' else 'cancel'} workflow "
+                                  f"{handle.id}: {reason}") from None
+
+
+def signal_answer(run: RunRecord, gate_id: int) -> None:
+    """Tell the run's workflow that gate `gate_id` was answered (the answer is in the store)."""
+    _blocking(_handle_call(run, "answer", gate_id))
+
+
+def cancel(run: RunRecord) -> None:
+    """Cancel the run's workflow: its activities stop, and it ends `interrupted`."""
+    _blocking(_handle_call(run, "cancel", None))

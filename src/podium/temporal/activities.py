@@ -1,0 +1,235 @@
+"""The activities of a run on Temporal workers, each against the shared run store: `advance`
+runs one node (or aggregates a group whose members committed), `member` runs one member of a
+group, `end` records how a cancelled or timed-out run ended.
+
+The engine is synchronous: each activity runs its work on the worker's thread pool and
+heartbeats from the event loop while it runs, so a worker that dies is noticed within the
+heartbeat timeout and its activities run again elsewhere. Every store handle here numbers the
+events it commits (RunStore.number_at_commit): members on several workers write to one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from temporalio import activity
+
+from podium.temporal.workflow import ADVANCE, END, MEMBER
+
+if TYPE_CHECKING:
+    from podium.engine.run import Engine, RunResult
+    from podium.store.base import RunStore
+
+T = TypeVar("T")
+BEAT = 2.0  # seconds between heartbeats (the workflow's heartbeat timeout is 6 s)
+
+
+def _store() -> RunStore:
+    from podium.app.home import open_store
+
+    store = open_store(verify=False)
+    store.number_at_commit()
+    return store
+
+
+def _engine_of(store: RunStore, run_id: str, *, withdraw: bool) -> tuple[Engine, str | None]:
+    """The run's engine as its last commit left it (what `podium resume` would run)."""
+    from podium.app.runs import ResumeRequest, rebuild_engine
+
+    run = store.get_run(run_id)
+    engine, start = rebuild_engine(store, run, ResumeRequest(run_id, interactive=False), [],
+                                   withdraw=withdraw)
+    timeout = engine.workflow.workflow.limits.timeout_seconds
+    if timeout:  # the run's timeout counts from its start, whichever worker runs it
+        left = timeout - (time.time() - run.created_at)
+        engine.outer_deadline = engine.clock.monotonic() + left
+    return engine, start
+
+
+def _described(result: RunResult) -> dict[str, Any]:
+    """What the workflow needs to know of how an advance ended."""
+    hand = result.handoff
+    if hand is not None and hand.group is not None:
+        return {"kind": "fan_out", "group": hand.group, "members": list(hand.members),
+                "max_concurrent": hand.max_concurrent, "fail_fast": hand.fail_fast}
+    if hand is not None:
+        return {"kind": "next", "node": hand.next_node}
+    if result.status == "waiting":
+        return {"kind": "waiting"}
+    return {"kind": "finished", "status": result.status, "exit_code": result.exit_code}
+
+
+def advance_one(run_id: str, mode: str, cancel: threading.Event) -> dict[str, Any]:
+    """Run the run's next node (mode "raise": a group hands its members out) or aggregate
+    the group its members finished (mode "gather"), committing it and its route."""
+    from podium.app.launch import advance
+    from podium.errors import PodiumError
+
+    store = _store()
+    try:
+        status = store.get_run(run_id).status
+        if status not in ("running", "waiting"):  # ended meanwhile (stopped, timed out)
+            return {"kind": "finished", "status": status, "exit_code": None}
+        try:
+            engine, start = _engine_of(store, run_id, withdraw=True)
+        except PodiumError as exc:
+            return end_run(run_id, "error", str(exc), exc.exit_code)
+        engine.one_node = True
+        engine.fan_out = mode
+        first = store.get_run(run_id).last_seq == 0
+        engine.announce = first or status == "waiting"  # started, or resumed after a gate
+        engine.resumed = not first
+        engine.services.cancel = cancel
+        return _described(advance(engine, store, start))
+    finally:
+        store.close()
+
+
+@dataclass
+class _Kept:
+    """A run's engine kept on this worker for its group's members (one per checkpoint)."""
+
+    engine: Engine
+    store: RunStore
+
+
+class Members:
+    """Runs group members; the engine of a run at a checkpoint is built once per worker and
+    shared by the members that run here at once (as a local group's threads share it)."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self._kept: OrderedDict[tuple[str, int], _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+        self._keep = keep
+
+    def _kept_for(self, run_id: str) -> _Kept:
+        with self._lock:
+            probe = _store()
+            try:
+                cp = probe.latest_checkpoint(run_id)
+            finally:
+                probe.close()
+            key = (run_id, cp.seq if cp is not None else 0)
+            found = self._kept.get(key)
+            if found is None:
+                store = _store()
+                engine, _ = _engine_of(store, run_id, withdraw=False)
+                found = self._kept[key] = _Kept(engine, store)
+                while len(self._kept) > self._keep:
+                    _, old = self._kept.popitem(last=False)
+                    old.engine.services.providers.close()
+                    old.store.close()
+            return found
+
+    def run(self, run_id: str, group: str, label: str, attempt: int) -> str:
+        from podium.engine.groups import find_member, run_member
+
+        kept = self._kept_for(run_id)
+        if attempt > 1:
+            done = self._committed(kept, group, label, attempt)
+            if done is not None:
+                return done
+        return run_member(kept.engine, group, find_member(kept.engine, group, label))
+
+    @staticmethod
+    def _committed(kept: _Kept, group: str, label: str, attempt: int) -> str | None:
+        """A retried member: its outcome when it had committed before its worker died
+        (nothing runs twice), else None (it runs again). Either way an event says so."""
+        from podium.engine.history import unfinished_group
+        from podium.events.model import ActivityRetried
+
+        inside = unfinished_group(kept.store.events(kept.engine.run_id))
+        done = inside[1] if inside is not None and inside[0] == group else {}
+        event = done.get(label)
+        kept.engine.bus.emit(ActivityRetried(
+            step=label, activity=MEMBER, attempt=attempt, reused=event is not None,
+            reason="its worker stopped heartbeating (killed, or cut off) before it reported"))
+        if event is None:
+            return None
+        return "failed" if event["type"] == "step_failed" else "finished"
+
+    def close(self) -> None:
+        with self._lock:
+            for kept in self._kept.values():
+                kept.engine.services.providers.close()
+                kept.store.close()
+            self._kept.clear()
+
+
+def end_run(run_id: str, status: str, message: str | None = None,
+            exit_code: int | None = None) -> dict[str, Any]:
+    """Record the end of a run its workflow ended (cancelled: interrupted; its timeout:
+    limit), unless it already ended."""
+    from podium import exitcodes
+    from podium.clock import SystemClock
+    from podium.events.bus import EventBus
+    from podium.events.model import LimitReached, RunFinished
+
+    store = _store()
+    try:
+        run = store.get_run(run_id)
+        if run.status not in ("running", "waiting") and status != "error":
+            return {"kind": "finished", "status": run.status, "exit_code": run.exit_code}
+        bus = EventBus(run_id, SystemClock())
+        bus.add_committer(store)
+        elapsed = time.time() - run.created_at
+        code = exit_code if exit_code is not None else {
+            "limit": exitcodes.LIMIT, "interrupted": exitcodes.INTERRUPTED}.get(
+                status, exitcodes.RUNTIME_ERROR)
+        if status == "limit":
+            opts = run.options or {}
+            bus.emit(LimitReached(limit="timeout", step=run.current_step, current=elapsed,
+                                  maximum=float(opts.get("timeout_seconds") or 0)))
+            message = message or f"the run exceeded its timeout of {opts.get('timeout_seconds')}s"
+        if status == "interrupted":
+            message = message or "stopped on request (its Temporal workflow was cancelled)"
+        bus.emit(RunFinished(status=status, message=message, step=run.current_step,
+                             elapsed=elapsed, iterations=run.iterations, exit_code=code))
+        store.commit()
+        return {"kind": "finished", "status": status, "exit_code": code}
+    finally:
+        store.close()
+
+
+class Activities:
+    """The worker's activities: each runs its work on `pool` and heartbeats meanwhile."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.members = Members()
+
+    async def _beating(self, work: Callable[..., T], *args: Any,
+                       cancel: threading.Event | None = None) -> T:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.pool, work, *args)
+        try:
+            while True:
+                activity.heartbeat()
+                done, _ = await asyncio.wait({future}, timeout=BEAT)
+                if done:
+                    return future.result()
+        except asyncio.CancelledError:
+            if cancel is not None:
+                cancel.set()  # the engine stops at its next step boundary
+            raise
+
+    @activity.defn(name=ADVANCE)
+    async def advance(self, run_id: str, mode: str) -> dict[str, Any]:
+        cancel = threading.Event()
+        return await self._beating(advance_one, run_id, mode, cancel, cancel=cancel)
+
+    @activity.defn(name=MEMBER)
+    async def member(self, run_id: str, group: str, label: str) -> str:
+        attempt = activity.info().attempt
+        return await self._beating(self.members.run, run_id, group, label, attempt)
+
+    @activity.defn(name=END)
+    async def end(self, run_id: str, status: str) -> dict[str, Any]:
+        return await self._beating(end_run, run_id, status)

@@ -1,0 +1,144 @@
+"""`podium run FLOW --temporal HOST:PORT`: preflight and record the run here, start its
+workflow, then follow it from the shared store with the terminal progress a local run prints,
+and end with the same output, summary and exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from podium.app.launch import LaunchOptions
+    from podium.app.runs import StartRequest
+    from podium.store.base import RunStore
+
+POLL = 0.05  # seconds between reads of the store while following
+
+
+@dataclass
+class Where:
+    address: str
+    task_queue: str = "podium"
+    namespace: str = "default"
+
+
+@dataclass
+class Outcome:
+    """A run's end read back from its events, shaped as cli/summary.py reads a RunResult."""
+
+    run_id: str
+    status: str
+    exit_code: int
+    output: dict[str, Any] | None
+    terminal: str | None
+    reason: str | None
+    error: Any
+    path: list[str]
+    elapsed: float
+    iterations: int
+    usage_by_step: dict[str, Any] = field(default_factory=dict)
+    budget: Any = None
+
+
+class _Located:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def located(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any],
+             elapsed: float) -> Outcome:
+    from podium.engine.history import fold_events, usage_from_events
+    from podium.errors import RunError
+
+    error = None
+    if finished.get("message") and finished["status"] not in ("success", "failed", "waiting"):
+        err = RunError(str(finished["message"]), step=finished.get("step"),
+                       iteration=finished.get("iteration"))
+        err.run_id = run_id
+        error = _Located(err.located())
+    state = fold_events(events)
+    return Outcome(run_id, str(finished["status"]), int(finished["exit_code"]),
+                   finished.get("output"), finished.get("terminal"),
+                   finished.get("message") if finished["status"] == "waiting"
+                   else finished.get("reason"), error, [r.step for r in state.records],
+                   elapsed, int(finished.get("iterations") or 0), usage_from_events(events))
+
+
+async def _follow(store: RunStore, run_id: str, handle: Any,
+                  observers: list[Any]) -> dict[str, Any] | None:
+    """Hand the run's events to the observers as they are committed, until the run ends or
+    waits at a gate; None when its workflow ended without recording an end."""
+    from podium.events.model import parse_event
+
+    result = asyncio.ensure_future(handle.result())
+    after = 0
+    try:
+        while True:
+            for e in store.events(run_id, after_seq=after):
+                after = int(e["seq"])
+                event = parse_event(e)
+                for sink in observers:
+                    sink.handle(event)
+                if e["type"] == "run_finished":
+                    return e
+            if result.done():
+                if not store.events(run_id, after_seq=after):
+                    return None
+                continue
+            await asyncio.sleep(POLL)
+    finally:
+        if not result.done():
+            result.cancel()
+
+
+async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
+                 where: Where) -> tuple[int, Outcome | None]:
+    from podium.app.preflight import check_providers
+    from podium.app.remote import connect
+    from podium.engine.run import file_hash, new_run_id
+    from podium.store.base import RunRecord
+    from podium.temporal.workflow import PodiumRun
+
+    client = await connect(where.address, where.namespace)
+    run_id = new_run_id()
+    # the engine is built here only to preflight (providers, keys) as a local run does
+    from podium.app.launch import make_engine
+
+    engine = make_engine(start.workflow, start.path, start.inputs, opts, store, run_id=run_id)
+    check_providers(engine)
+    engine.services.providers.close()
+    timeout = start.workflow.workflow.limits.timeout_seconds
+    store.create_run(RunRecord(
+        run_id, start.workflow.workflow.name, str(start.path.resolve()), file_hash(start.path),
+        start.inputs, status="running", options={
+            **start.options, "executor": "temporal", "timeout_seconds": timeout,
+            "temporal": {"address": where.address, "namespace": where.namespace,
+                         "task_queue": where.task_queue, "workflow_id": run_id}}))
+    started = time.monotonic()
+    handle = await client.start_workflow(PodiumRun.run, {"run_id": run_id,
+                                                         "timeout_seconds": timeout},
+                                         id=run_id, task_queue=where.task_queue)
+    finished = await _follow(store, run_id, handle, opts.observers)
+    elapsed = time.monotonic() - started
+    if finished is None:
+        sys.stderr.write(f"podium run: the Temporal workflow of run {run_id} ended without "
+                         "recording how the run ended (terminated?)\n")
+        return 3, None
+    return int(finished["exit_code"]), _outcome(run_id, store.events(run_id), finished,
+                                                elapsed)
+
+
+def run_on_temporal(store: RunStore, start: StartRequest, opts: LaunchOptions,
+                    where: Where) -> tuple[int, Outcome | None]:
+    """Start the run as a Temporal workflow and follow it to its end (or its first gate):
+    the exit code, and how it ended (None when its workflow ended without saying)."""
+    return asyncio.run(_start(store, start, opts, where))
