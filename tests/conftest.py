@@ -40,3 +40,6 @@ def run_podium(*args: str | Path, cwd: Path = REPO_ROOT, env: Mapping[str, str] 
 def podium_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """The real CLI as a function: `podium_cli("validate", path, cwd=..., env=...)`."""
     return run_podium
+
+
+from pg_server import pg_server, pg_url  # noqa: E402,F401  (a real PostgreSQL, on first use)

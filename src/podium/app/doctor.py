@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from podium.app.owners import liveness, owner_alive, owner_state, resume_hint
 
 if TYPE_CHECKING:
-    from podium.store.base import Lease, RunRecord
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import Lease, RunRecord, RunStore
 
 Severity = Literal["ok", "info", "problem"]
 
@@ -83,19 +82,20 @@ class DoctorRequest:
 
 def diagnose(req: DoctorRequest) -> list[Finding]:
     """Every check, in order: store, runs, processes, providers, runtimes, console."""
-    from podium.app.home import podium_home, store_path
+    from podium.app.home import podium_home, store_path, store_url
     from podium.errors import PodiumError
 
     env = os.environ if req.environ is None else req.environ
     home = req.home or podium_home()
     findings: list[Finding] = []
+    url = None if req.store else store_url()
     try:
-        path = req.store or store_path(home if req.home else None)
+        path = req.store or (None if url else store_path(home if req.home else None))
     except PodiumError as exc:  # PODIUM_STORE names a store podium cannot use
         findings.append(_problem(STORE, str(exc), "unset PODIUM_STORE, or set it to the path "
-                                 "of a SQLite file"))
+                                 "of a SQLite file or to a postgresql:// URL"))
     else:
-        findings += check_store(path)
+        findings += check_store(path) if path is not None else check_server(url or "", home)
     findings += check_providers(env)
     findings += check_runtimes(env)
     findings += check_console(home, req.port)
@@ -129,6 +129,32 @@ def check_store(path: Path) -> list[Finding]:
         findings += check_orphans(store)
     except StoreError as exc:  # SQLite is fine, a row is not
         findings.append(_problem(STORE, str(exc), _move_aside(path)))
+    finally:
+        store.close()
+    return findings
+
+
+def check_server(url: str, home: Path) -> list[Finding]:
+    """A PostgreSQL store: can podium connect, is its schema this podium's (opening it
+    migrates an older one), then its runs, leases and orphans as for a file."""
+    from podium.errors import PodiumError
+    from podium.store.pgconn import display_url
+    from podium.store.postgres import PostgresStore
+
+    shown = display_url(url)
+    fix = ("check the server is up and the URL's host, port, user, password and database "
+           "(PODIUM_STORE or --store)")
+    try:
+        store = PostgresStore(url, folder=home)
+    except PodiumError as exc:
+        return [_problem(STORE, str(exc), fix)]
+    try:
+        findings = [_ok(STORE, f"the run store {shown} answers, at schema version "
+                               f"{store.schema_version()}")]
+        findings += check_runs(store)
+        findings += check_orphans(store)
+    except PodiumError as exc:
+        findings = [_problem(STORE, str(exc), fix)]
     finally:
         store.close()
     return findings
@@ -247,7 +273,7 @@ def _size(n: int) -> str:
 # --------------------------------------------------------------------------- runs and leases
 
 
-def check_runs(store: SQLiteStore, now: float | None = None) -> list[Finding]:
+def check_runs(store: RunStore, now: float | None = None) -> list[Finding]:
     """Runs marked `running` that no live process advances (their owner died, or they have
     no lease at all), and leases whose owner is gone."""
     from podium.store.base import RunNotFound
@@ -307,7 +333,7 @@ def _interrupted(run: RunRecord, lease: Lease | None, now: float) -> Finding:
 # --------------------------------------------------------------------------- orphans
 
 
-def check_orphans(store: SQLiteStore) -> list[Finding]:
+def check_orphans(store: RunStore) -> list[Finding]:
     """Live processes marked with a run of this store (PODIUM_RUN_ID) that no live podium
     process advances: left behind by a killed podium, or escaped from their step's group.
     Processes podium may not inspect (other users') and runs of other stores are skipped."""

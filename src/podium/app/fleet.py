@@ -18,7 +18,7 @@ from podium.app.runs import Refused, root_of
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
 
 # What people filter on -> the statuses (as read, with liveness) it covers.
 FILTERS: dict[str, tuple[str, ...]] = {
@@ -165,7 +165,7 @@ class Pruned:
     kept_unfinished: int  # runs at least that old kept because they are not finished
 
 
-def prune(store: SQLiteStore, older_than: float, *, dry_run: bool = False,
+def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
           now: float | None = None) -> Pruned:
     """Remove the finished runs (success, failed, error, limit) that ended more than
     `older_than` seconds ago, with their sub-workflow runs, events, checkpoints, gates and

@@ -1,5 +1,6 @@
-"""Where runs are kept: PODIUM_HOME (default ~/.podium) and the store file in it, or the file
-PODIUM_STORE names."""
+"""Where runs are kept: PODIUM_HOME (default ~/.podium) and the run store, which PODIUM_STORE
+(or `--store`, which sets it) names: a file path or sqlite:///PATH for SQLite (default
+podium.db in the home), postgresql://... for PostgreSQL. Every command opens it here."""
 
 from __future__ import annotations
 
@@ -10,31 +11,58 @@ from typing import TYPE_CHECKING
 from podium.errors import UsageError
 
 if TYPE_CHECKING:
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
 
 
 def podium_home() -> Path:
     return Path(os.environ.get("PODIUM_HOME") or Path.home() / ".podium")
 
 
+def store_url() -> str | None:
+    """The PostgreSQL URL that PODIUM_STORE names, or None for a SQLite store."""
+    from podium.store.pgconn import is_postgres_url
+
+    named = os.environ.get("PODIUM_STORE", "").strip()
+    return named if is_postgres_url(named) else None
+
+
 def store_path(home: Path | None = None) -> Path:
     """The SQLite store file: PODIUM_STORE (a path or sqlite:///path), else podium.db in
-    `home` (default: PODIUM_HOME)."""
+    `home` (default: PODIUM_HOME). Only for a SQLite store (store_url() is None)."""
     named = os.environ.get("PODIUM_STORE", "").strip()
     if not named:
         return (home or podium_home()) / "podium.db"
     if named.startswith("sqlite:///"):
         return Path(named[len("sqlite:///") - 1:])
     if "://" in named:
+        from podium.store.pgconn import display_url
+
         scheme = named.split("://", 1)[0]
-        raise UsageError(f"PODIUM_STORE={named.split('@')[-1]!r}: podium does not support "
-                         f"'{scheme}' stores yet; give a file path or sqlite:///PATH")
+        raise UsageError(f"PODIUM_STORE={display_url(named)!r}: podium does not know "
+                         f"'{scheme}' stores; give a file path, sqlite:///PATH or "
+                         "postgresql://USER@HOST/DATABASE")
     return Path(named).expanduser()
 
 
-def open_store(*, verify: bool | None = None, home: Path | None = None) -> SQLiteStore:
-    """The run store. Every page is checked when `verify` is True, or when it is None and
-    the last process to use the file did not close it."""
+def describe_store(home: Path | None = None) -> str:
+    """The store as messages name it (a PostgreSQL URL without its password)."""
+    url = store_url()
+    if url is not None:
+        from podium.store.pgconn import display_url
+
+        return display_url(url)
+    return str(store_path(home))
+
+
+def open_store(*, verify: bool | None = None, home: Path | None = None) -> RunStore:
+    """The run store. SQLite: every page is checked when `verify` is True, or when it is
+    None and the last process to use the file did not close it. PostgreSQL: `verify` is
+    the server's business; the runs' local files go in `home` (default: PODIUM_HOME)."""
+    url = store_url()
+    if url is not None:
+        from podium.store.postgres import PostgresStore
+
+        return PostgresStore(url, folder=home or podium_home())
     from podium.store.sqlite import SQLiteStore
 
     return SQLiteStore(store_path(home), verify=verify)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
 
 _started = itertools.count(1)  # new runs this process started (their log names)
 
@@ -86,7 +86,7 @@ class AnswerOutcome:
     spawned: Spawned | None
 
 
-def answer_and_resume(store: SQLiteStore, run_id: str, value: str, text: str | None = None,
+def answer_and_resume(store: RunStore, run_id: str, value: str, text: str | None = None,
                       *, home: Path, by: str, gate_id: int | None = None,
                       python: str | None = None) -> AnswerOutcome:
     """Answer a run's open gate (app/runs.py answer_gate: Refused as it refuses) and, when no
@@ -100,7 +100,7 @@ def answer_and_resume(store: SQLiteStore, run_id: str, value: str, text: str | N
                          spawn_resume(answered.root.id, home=home, by=by, python=python))
 
 
-def resume_detached(store: SQLiteStore, run_id: str, *, home: Path, by: str,
+def resume_detached(store: RunStore, run_id: str, *, home: Path, by: str,
                     python: str | None = None) -> Spawned:
     """Resume a run that no live process advances, in a detached process; Refused (conflict)
     when it finished or a live process advances it."""

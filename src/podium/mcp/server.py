@@ -19,7 +19,7 @@ from podium.errors import PodiumError
 if TYPE_CHECKING:
     from podium.app.runs import Advanced
     from podium.language.model import WorkflowFile
-    from podium.store.sqlite import SQLiteStore
+    from podium.store.base import RunStore
 
 ANSWER_TOOL = "podium_answer"
 STATUS_TOOL = "podium_status"
@@ -91,7 +91,7 @@ def input_schema(wf: WorkflowFile) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- calls (sync)
 
 
-def _waiting(store: SQLiteStore, run_id: str) -> dict[str, Any]:
+def _waiting(store: RunStore, run_id: str) -> dict[str, Any]:
     from podium.app.runs import family
 
     gates = [g for rid in family(store, run_id) for g in store.gates(run_id=rid, status="open")]
@@ -104,7 +104,7 @@ def _waiting(store: SQLiteStore, run_id: str) -> dict[str, Any]:
     return out
 
 
-def _ended(store: SQLiteStore, done: Advanced) -> dict[str, Any]:
+def _ended(store: RunStore, done: Advanced) -> dict[str, Any]:
     r = done.result
     if r.status == "waiting":
         return _waiting(store, r.run_id)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from podium.errors import PodiumError
 from podium.events.model import Event
+from podium.events.redact import Redactor
 
 
 class StoreError(PodiumError):
@@ -133,7 +135,23 @@ class GateRecord:
 
 
 class RunStore(Protocol):
-    """What podium needs from a run store; tests/store_conformance.py pins the behaviour."""
+    """What podium needs from a run store; tests/store_conformance.py pins the behaviour.
+    SQLite (store/sqlite.py) and PostgreSQL (store/postgres.py) implement it; app/home.py's
+    open_store() picks one."""
+
+    # the secrets of the runs this process advances: never written (make_engine shares the
+    # run's redactor with its store)
+    redactor: Redactor
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its file, or its URL without the password."""
+        ...
+
+    @property
+    def folder(self) -> Path:
+        """The local folder kept beside the store: the runs' own files (their JSONL logs)."""
+        ...
 
     def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
         """Record a new run; with `owner`, leased to it in the same transaction."""
@@ -216,6 +234,11 @@ class RunStore(Protocol):
     def lease(self, run_id: str) -> Lease | None: ...
 
     def leases(self) -> list[Lease]: ...
+
+    def delete_runs(self, run_ids: list[str]) -> int:
+        """Remove these runs and everything kept with them in one transaction (all of them,
+        or none); how many runs were removed."""
+        ...
 
     def commit(self) -> None: ...
 

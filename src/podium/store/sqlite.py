@@ -137,6 +137,16 @@ class SQLiteStore(LiveRows):
                 raise self._corrupt(exc) from None
             raise
 
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its file."""
+        return str(self.path)
+
+    @property
+    def folder(self) -> Path:
+        """The folder of the store file: the runs' own files go beside it."""
+        return self.path.parent
+
     # ------------------------------------------------------------------ opening
 
     def _untouched(self, what: str) -> StoreError:

@@ -26,8 +26,7 @@ from podium.app.fleet import (
 from podium.app.runs import stop_run
 from podium.app.spawn import answer_and_resume, resume_detached, spawn_run
 from podium.errors import PodiumError
-from podium.store.base import GateRecord
-from podium.store.sqlite import SQLiteStore
+from podium.store.base import GateRecord, RunStore
 
 COLUMNS = ("run", "workflow", "status", "step", "elapsed", "cost", "gate")
 FILTER_ORDER = tuple(FILTERS)
@@ -47,7 +46,7 @@ def _cells(r: FleetRow) -> tuple[str, ...]:
 class Actions:
     """What the TUI does to runs, each through the app layer; messages for the status line."""
 
-    def __init__(self, store: SQLiteStore, home: Path, python: str | None = None) -> None:
+    def __init__(self, store: RunStore, home: Path, python: str | None = None) -> None:
         self.store = store
         self.home = home
         self.python = python or sys.executable
@@ -280,7 +279,7 @@ class FleetApp(App[None]):
         Binding("n", "new_run", "New run"),
     ]
 
-    def __init__(self, store: SQLiteStore, home: Path, *, interval: float = 1.0,
+    def __init__(self, store: RunStore, home: Path, *, interval: float = 1.0,
                  python: str | None = None) -> None:
         super().__init__()
         self.store = store

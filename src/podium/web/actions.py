@@ -18,8 +18,7 @@ from typing import Any
 from podium.app.runs import Refused, stop_run
 from podium.app.spawn import answer_and_resume, resume_detached
 from podium.errors import PodiumError
-from podium.store.base import RunNotFound
-from podium.store.sqlite import SQLiteStore
+from podium.store.base import RunNotFound, RunStore
 from podium.web.queries import Reader
 
 _STATUS = {"invalid": 400, "missing": 404, "conflict": 409, "too_large": 413}
@@ -35,7 +34,7 @@ class ActionError(Exception):
 
 @dataclass
 class Actions:
-    store: SQLiteStore
+    store: RunStore
     reader: Reader
     home: Path
     python: str = sys.executable

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from podium import __version__
-from podium.store.sqlite import SQLiteStore
+from podium.store.base import RunStore
 from podium.web.actions import ActionError, Actions
 from podium.web.layout import graph_of_events, graph_of_workflow, layout
 from podium.web.queries import Reader
@@ -46,7 +46,7 @@ class Console:
     """Everything the handlers share."""
 
     home: Path
-    store: SQLiteStore
+    store: RunStore
     reader: Reader
     feed: ChangeFeed
     remote: bool = False

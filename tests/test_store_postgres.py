@@ -1,0 +1,132 @@
+"""The PostgreSQL run store: the RunStore conformance suite on a real server, plus what only
+PostgreSQL has (its schema table, concurrent first opens, URLs without their password)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pg_server import PgServer
+from podium.store import schema as sqlite_schema
+from podium.store.base import StoreError
+from podium.store.pg_schema import SCHEMA_VERSION
+from podium.store.postgres import PostgresStore
+from store_conformance import Opener, RunStoreConformance, _history, _record
+
+
+class TestPostgresConformance(RunStoreConformance):
+    @pytest.fixture
+    def opener(self, pg_server: PgServer) -> Opener:
+        databases: dict[Path, str] = {}
+
+        def open_folder(folder: Path) -> PostgresStore:
+            if folder not in databases:
+                databases[folder] = pg_server.create_database()
+            return PostgresStore(databases[folder], folder=folder)
+
+        return open_folder
+
+
+# ---------------------------------------------------------------------- PostgreSQL only
+
+
+def test_the_schema_versions_match_sqlite() -> None:
+    assert SCHEMA_VERSION == sqlite_schema.SCHEMA_VERSION
+
+
+def test_a_new_database_gets_the_schema_and_its_version(pg_url: str) -> None:
+    PostgresStore(pg_url).close()
+    PostgresStore(pg_url).close()  # reopening a current store migrates nothing
+    with psycopg.connect(pg_url) as con:
+        assert con.execute("SELECT version FROM podium_schema").fetchall() == \
+            [(SCHEMA_VERSION,)]
+        tables = {r[0] for r in con.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert {"runs", "events", "checkpoints", "gates", "leases", "podium_schema"} <= tables
+
+
+def test_first_opens_at_once_migrate_once(pg_url: str) -> None:
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def open_one() -> None:
+        try:
+            start.wait()
+            PostgresStore(pg_url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with psycopg.connect(pg_url) as con:
+        assert con.execute("SELECT version FROM podium_schema").fetchall() == \
+            [(SCHEMA_VERSION,)]
+
+
+def test_a_newer_schema_is_refused(pg_url: str) -> None:
+    PostgresStore(pg_url).close()
+    with psycopg.connect(pg_url) as con:
+        con.execute("UPDATE podium_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match=f"newer podium \\(schema {SCHEMA_VERSION + 1}") as info:
+        PostgresStore(pg_url)
+    assert "\n" not in str(info.value)
+
+
+def test_another_programs_database_is_refused(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as con:
+        con.execute("CREATE TABLE runs (text TEXT)")
+    with pytest.raises(StoreError, match="no podium schema version"):
+        PostgresStore(pg_url)
+
+
+def test_an_unreachable_server_is_one_line_without_the_password(pg_server: PgServer) -> None:
+    url = pg_server.url().replace(f":{pg_server.port}/", ":1/")
+    with pytest.raises(StoreError, match="cannot connect to the run store") as info:
+        PostgresStore(url)
+    message = str(info.value)
+    assert pg_server.password not in message
+    assert "postgresql://podium@127.0.0.1:1/postgres" in message
+    assert "\n" not in message
+
+
+def test_a_wrong_password_is_named_without_it(pg_server: PgServer) -> None:
+    url = pg_server.url().replace(pg_server.password, "wrong-secret-pw")
+    with pytest.raises(StoreError, match="password authentication failed") as info:
+        PostgresStore(url)
+    assert "wrong-secret-pw" not in str(info.value)
+
+
+def test_a_failed_write_stops_every_later_write(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        store.create_run(_record("r1"))
+        with psycopg.connect(pg_url) as con:
+            con.execute("REVOKE ALL ON events FROM PUBLIC")
+            con.execute("ALTER TABLE events ADD CONSTRAINT small CHECK (seq < 3)")
+        history = _history("r1")
+        store.append_event(history[0])
+        store.append_event(history[1])
+        with pytest.raises(StoreError, match="cannot write to the run store") as info:
+            store.append_event(history[2])
+        assert "\n" not in str(info.value)
+        with pytest.raises(StoreError, match="cannot write"):
+            store.update_run("r1", status="failed")
+        assert store.get_run("r1").status == "running"  # reads still work
+    finally:
+        store.close()
+
+
+def test_text_with_nul_characters_is_stored(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        store.create_run(_record("r1", error="bad\x00byte"))
+        assert store.get_run("r1").error == "bad\ufffdbyte"
+    finally:
+        store.close()
