@@ -17,6 +17,8 @@ import pytest
 
 from fakes.anthropic_server import FakeAnthropic, message, text, thinking, tool_use
 from fakes.openai_server import FakeOpenAI, answer, call
+from fakes.responses_server import FakeResponses, function_call, response
+from fakes.wire import WireServer
 from helpers_engine import read_jsonl, write
 from podium.events.model import ModelDelta, ToolCalled
 from podium.providers.base import AgentRequest, Provider
@@ -103,23 +105,36 @@ def _check_cli_run(tmp_path: Path, proc: Any, log: Path, tool: str, context: int
     assert ex["context_tokens"] == context
 
 
+def _copilot_wire(kind: str, notes: Path) -> tuple[WireServer, dict[str, Any], str]:
+    """A wire that carries reasoning, scripted: (its server, the provider object, the model)."""
+    if kind == "anthropic":  # the Messages API's thinking
+        an = FakeAnthropic()
+        an.script(message(thinking(THOUGHT), tool_use("view", {"path": str(notes)})),
+                  message(text(LONG), usage=(1100, 60, 0, 0)))
+        return an, {"type": "anthropic"}, "claude-sonnet-4-5"
+    rs = FakeResponses()  # the Responses API's reasoning summary
+    rs.script(response(reasoning=THOUGHT, calls=[function_call("view", {"path": str(notes)})]),
+              response(LONG, usage=(1100, 60, 0)))
+    return rs, {"wire_api": "responses"}, "gpt-5-mini"
+
+
 @needs_copilot
-def test_copilot_streams_text_reasoning_and_tool_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+def test_copilot_streams_text_reasoning_and_tool_calls(tmp_path: Path, wire: str) -> None:
     from podium.providers.copilot import create_copilot
 
     notes = tmp_path / "notes.txt"
     notes.write_text("a fox\n", encoding="utf-8")
-    with FakeAnthropic() as an:  # the Messages wire carries thinking
-        an.chunked = True
-        an.script(message(thinking(THOUGHT), tool_use("view", {"path": str(notes)})),
-                  message(text(LONG), usage=(1100, 60, 0, 0)))
+    server, options, model = _copilot_wire(wire, notes)
+    server.chunked = True
+    with server:
+        url = server.url + ("/v1" if wire == "responses" else "")
         settings = ProviderSettings(
-            "copilot", base_url=an.url, api_key="sk-ant",
+            "copilot", base_url=url, api_key="sk-x",
             environ=dict(os.environ, PODIUM_HOME=str(tmp_path / "home")),
-            options={"type": "anthropic", "base_url": an.url})
-        reply, raw, seen = _send(create_copilot(settings), "claude-sonnet-4-5",
-                                 ("read_file",), tmp_path)
-        assert all(r.body.get("stream") is True for r in an.message_requests())
+            options={**options, "base_url": url})
+        reply, raw, seen = _send(create_copilot(settings), model, ("read_file",), tmp_path)
+        assert all(r.body.get("stream") is True for r in server.requests)
     assert reply == LONG  # what the whole body holds
     _check_deltas(seen, "view", {"path": str(notes)})
     assert raw["context_tokens"] == 1160  # the last call's input and output
