@@ -1,5 +1,8 @@
-"""For-each under load: 1,000 items, `max_concurrent: 100`, a scripted agent answering after
-50 ms (the responses file's `every:` form), on the SQLite run store.
+"""For-each under load: 1,000 items, `max_concurrent: 100`, an agent answering after 50 ms, on
+the SQLite run store. The agent is scripted (the responses file's `every:` form) by default;
+with `--provider openai` or `--provider anthropic` it goes through the real SDK (podium's
+adapter, streamed) to bench/_stub_llm.py, a local endpoint in its own process that holds each
+answer 50 ms without holding up other connections (asyncio, TCP_NODELAY, backlog 4096).
 
 The ideal wall time is items / concurrency x latency = 1000 / 100 x 0.05 s = 0.5 s. Measured:
 
@@ -28,8 +31,10 @@ process (the first wave of items pays one-time costs, so warm processes would hi
 Usage:
     .venv/bin/python bench/bench_foreach.py [--runs 5] [--items 1000] [--concurrency 100]
                                             [--latency 0.05] [--breakdown]
+                                            [--provider scripted|openai|anthropic]
 
-Prints a Markdown report on stdout; writes bench/results/foreach.json.
+Prints a Markdown report on stdout; writes bench/results/foreach.json (foreach-openai.json,
+foreach-anthropic.json with --provider).
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ workflow:
   entry_point: fan
   input:
     items: {{type: array}}
-  runtime: {{provider: copilot, default_model: gpt-5-mini}}
+  runtime: {{provider: {provider}, default_model: {model}}}
   limits: {{max_iterations: 500}}
 for_each:
   - name: fan
@@ -94,12 +99,22 @@ agents:
 iteration_limit: [{items}]
 """
 
+# the real-provider runs: the workflow's runtime, and the only thing the responses file
+# scripts is the person granting the iterations (a file without `agents:` scripts no agent)
+PROVIDERS = {"scripted": ("copilot", "gpt-5-mini"), "openai": ("openai", "gpt-5-mini"),
+             "anthropic": ("claude", "claude-sonnet-4-6")}
+GATES_ONLY = "iteration_limit: [{items}]\n"
 
-def lab(root: Path, items: int, concurrency: int, latency: float) -> dict[str, Path]:
+
+def lab(root: Path, items: int, concurrency: int, latency: float,
+        provider: str = "scripted") -> dict[str, Path]:
     paths = {"workflow": root / "fanout.yaml", "responses": root / "responses.yaml",
              "inputs": root / "items.json"}
-    paths["workflow"].write_text(WORKFLOW.format(concurrency=concurrency), encoding="utf-8")
-    paths["responses"].write_text(RESPONSES.format(latency=latency, items=items),
+    runtime, model = PROVIDERS[provider]
+    paths["workflow"].write_text(WORKFLOW.format(concurrency=concurrency, provider=runtime,
+                                                 model=model), encoding="utf-8")
+    responses = RESPONSES if provider == "scripted" else GATES_ONLY
+    paths["responses"].write_text(responses.format(latency=latency, items=items),
                                   encoding="utf-8")
     paths["inputs"].write_text(json.dumps({"items": list(range(items))}), encoding="utf-8")
     return paths
@@ -230,6 +245,37 @@ def inprocess_run(paths: dict[str, Path], root: Path, variant: str = "as is") ->
     return {**row, **store_check(home, None)}
 
 
+class Stub:
+    """bench/_stub_llm.py in its own process; the runs find it through the SDKs' variables."""
+
+    def __init__(self, latency: float, provider: str) -> None:
+        self.proc = subprocess.Popen([PYTHON, str(REPO / "bench" / "_stub_llm.py"),
+                                      str(latency)], stdout=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        url = f"http://127.0.0.1:{self.port}"
+        if provider == "openai":
+            os.environ.update(OPENAI_BASE_URL=url + "/v1", OPENAI_API_KEY="sk-bench")
+        else:
+            os.environ.update(ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY="sk-bench")
+
+    def call(self, method: str, path: str) -> dict[str, Any]:
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port)
+        conn.request(method, path, body=b"{}" if method == "POST" else None)
+        data: dict[str, Any] = json.loads(conn.getresponse().read())
+        conn.close()
+        return data
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
 def median(rows: list[dict[str, Any]], key: str) -> float:
     return float(statistics.median(r[key] for r in rows))
 
@@ -240,6 +286,8 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=100)
     ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--provider", default="scripted", choices=tuple(PROVIDERS),
+                    help="the agent: scripted, or a real SDK against bench/_stub_llm.py")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time in-process variants with parts of the cost removed")
     ap.add_argument("--child", nargs=4, metavar=("WORKFLOW", "INPUTS", "RESPONSES", "HOME"),
@@ -252,15 +300,23 @@ def main() -> None:
     ideal = args.items / args.concurrency * args.latency
     results: dict[str, list[dict[str, Any]]] = {"cli": [], "in-process": []}
     witnessed: dict[str, Any] = {}
+    stub = Stub(args.latency, args.provider) if args.provider != "scripted" else None
     busy = wait_for_quiet()
     with tempfile.TemporaryDirectory(prefix="podium-bench-foreach-") as tmp:
         for i in range(args.runs + 1):  # the first round warms caches and is dropped
             for mode in ("cli", "in-process"):
                 root = Path(tmp) / f"{mode}-{i}"
                 root.mkdir()
-                paths = lab(root, args.items, args.concurrency, args.latency)
+                paths = lab(root, args.items, args.concurrency, args.latency, args.provider)
+                if stub is not None:
+                    stub.call("POST", "/reset")
                 row = (cli_run(paths, root, witness=i == 0) if mode == "cli"
                        else inprocess_run(paths, root))
+                if stub is not None:
+                    row["endpoint"] = stub.call("GET", "/stats")
+                    if row["endpoint"]["requests"] != args.items:
+                        raise SystemExit(f"{mode}: the endpoint answered "
+                                         f"{row['endpoint']['requests']} requests")
                 if row["lost"] or not row["contiguous"] or row["status"] != "success" or \
                         row["jsonl_lines"] not in (None, row["events_emitted"]):
                     raise SystemExit(f"{mode}: events lost or run failed: {row}")
@@ -271,6 +327,8 @@ def main() -> None:
                 eprint(f"  {mode} run {i}: {row['wall_s']:.3f}s, "
                        f"{row['events_in_store']} events, {row['maxrss_mib']:.0f} MiB")
         breakdown = _breakdown(args, Path(tmp)) if args.breakdown else {}
+    if stub is not None:
+        stub.close()
     table = []
     for mode, rows in results.items():
         key = "run_elapsed_s" if mode == "cli" else "wall_s"
@@ -283,10 +341,22 @@ def main() -> None:
     report = md_table(["path", "process wall s", "run elapsed s (median)", "best s", "ideal s",
                        "median / ideal", "best / ideal", "peak RSS MiB", "events", "lost"],
                       table)
-    print(f"For-each: {args.items} items, max_concurrent {args.concurrency}, scripted agent "
+    agent = ("scripted agent" if stub is None else
+             f"{args.provider} SDK to bench/_stub_llm.py")
+    print(f"For-each: {args.items} items, max_concurrent {args.concurrency}, {agent} "
           f"answering after {args.latency * 1000:g} ms; median of {args.runs} runs "
           f"(CPU {busy:.0%} busy before).\n")
     print(report)
+    inproc = results["in-process"]
+    print(f"\nIn-process CPU (all threads, time.process_time): "
+          f"{median(inproc, 'cpu_s') / args.items * 1000:.2f} ms per item (median).")
+    if stub is not None:
+        eps = [r["endpoint"] for r in inproc]
+        print(f"Endpoint, in-process runs: {median(eps, 'connections'):.0f} connections for "
+              f"{args.items} requests, at most {max(e['most_open'] for e in eps)} open at once; "
+              f"answers went out {median(eps, 'late_ms_median'):.2f} ms late (median; worst "
+              f"{max(e['late_ms_max'] for e in eps):.1f} ms); its CPU "
+              f"{median(eps, 'cpu_s') / args.items * 1000:.3f} ms per request.")
     print(f"\nNo event lost: in every run the store held events 1..N without a gap, N being "
           f"run_finished's seq ({witnessed.get('events_emitted')} events); the JSONL log of the "
           f"witness run had {witnessed.get('jsonl_lines')} lines.")
@@ -297,7 +367,8 @@ def main() -> None:
         print("\nIn-process, parts of the cost taken away (each row includes the ones above):\n")
         print(md_table(["variant", "elapsed s (median)", "best s", "median / ideal",
                         "CPU s", "CPU ms / item"], rows_b))
-    write_json("foreach.json", {"machine": machine_info(), "args": vars(args), "ideal_s": ideal,
+    name = "foreach.json" if stub is None else f"foreach-{args.provider}.json"
+    write_json(name, {"machine": machine_info(), "args": vars(args), "ideal_s": ideal,
                                 "cpu_busy_before": busy, "witness": witnessed,
                                 "results": results, "breakdown": breakdown,
                                 "command": " ".join(sys.argv), "repo": str(REPO)})
@@ -311,7 +382,7 @@ def _breakdown(args: argparse.Namespace, tmp: Path) -> dict[str, list[dict[str, 
         for n, variant in enumerate(VARIANTS):
             root = tmp / f"variant-{n}-{i}"
             root.mkdir()
-            paths = lab(root, args.items, args.concurrency, args.latency)
+            paths = lab(root, args.items, args.concurrency, args.latency, args.provider)
             row = inprocess_run(paths, root, variant)
             out[variant].append(row)
             eprint(f"  {variant} run {i}: {row['wall_s']:.3f}s")

@@ -93,6 +93,32 @@ def test_tool_loop_edits_the_repository(tmp_path: Path, repo: Path, servers: Ser
     assert (finished.input_tokens, finished.output_tokens) == (300, 60)
 
 
+def test_the_body_is_what_the_sdks_create_would_send(tmp_path: Path, repo: Path,
+                                                     servers: Servers) -> None:
+    """podium posts its parameters through the client without the SDK's per-call transform
+    (docs/performance.md): that holds only while the transform changes nothing in them, which
+    this checks on a tool conversation with every parameter podium sends."""
+    from openai._utils import maybe_transform
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    oa = servers.openai
+    oa.script(answer(tool_calls=[call("read_file", {"path": "calc.py"})]),
+              answer(json.dumps({"summary": "read", "files_changed": []})))
+    run = run_real_yaml(tmp_path, DEV.replace(
+        "  - name: dev\n", "  - name: dev\n    system_prompt: be brief\n").replace(
+        "runtime: {provider: openai, default_model: gpt-5-mini}",
+        "runtime: {provider: openai, default_model: gpt-5-mini, temperature: 0.5, "
+        "max_tokens: 900}"))
+    assert run.exit_code == 0, run.error_text()
+    bodies = [r.body for r in oa.chat_requests()]
+    assert len(bodies) == 2
+    assert {"temperature", "max_completion_tokens", "tools", "response_format",
+            "reasoning_effort", "stream", "stream_options"} <= set(bodies[1])
+    assert [m["role"] for m in bodies[1]["messages"]] == ["system", "user", "assistant", "tool"]
+    for body in bodies:
+        assert maybe_transform(body, CompletionCreateParamsStreaming) == body
+
+
 def test_tools_empty_list_sends_no_tools(tmp_path: Path, servers: Servers) -> None:
     servers.openai.script(answer("hello"))
     run = run_real_yaml(tmp_path, """

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import copy
 import json
+from contextlib import closing
 from typing import Any
 
 import httpx2
 import openai
+from openai._constants import RAW_RESPONSE_HEADER
 
 from podium.providers.base import AgentRequest, ProviderError
 from podium.providers.catalog import Capabilities, openai_rejects_effort
@@ -109,9 +111,8 @@ class OpenAISession(LoopSession):
         try:
             # the raw streamed response, read to its end (the SDK's Stream stops at [DONE]
             # and closes the connection before the body ends, so it would not be reused)
-            with self.provider.client.chat.completions.with_streaming_response.create(
-                    messages=self.messages, timeout=timeout, stream=True,
-                    stream_options={"include_usage": True}, **self.params) as response:
+            with closing(self.provider.stream_chat({"messages": self.messages, **self.params},
+                                                   timeout)) as response:
                 if "text/event-stream" in response.headers.get("content-type", ""):
                     for line in response.iter_lines():
                         got.line(line, deltas, self.provider.name)
@@ -219,6 +220,16 @@ class _Assembled:
             deltas.add("tool_call", fn.get("arguments") or "", call["name"])
 
 
+# What `chat.completions.with_streaming_response.create(stream=True, ...)` asks of the client,
+# minus its per-call `maybe_transform` of the parameters: for Chat Completions that transform
+# renames and reformats nothing (no field has an alias or a format; tests/
+# test_providers_openai.py checks it against the SDK installed), yet it walks every message
+# and schema node through the SDK's TypedDict annotations, about a third of the SDK's CPU per
+# call (docs/performance.md, agent fan-out). The client's own post() does the rest as create
+# does: base URL (Azure's deployment path), auth, headers, timeout, error mapping.
+_STREAM_OPTIONS = {"headers": {RAW_RESPONSE_HEADER: "stream"}, "security": {"bearer_auth": True}}
+
+
 class OpenAIProvider:
     """One client for the run; a fresh session per agent execution."""
 
@@ -228,6 +239,14 @@ class OpenAIProvider:
         self.name = name
         self.client = client
         self.timeout = timeout
+
+    def stream_chat(self, body: dict[str, Any], timeout: float) -> httpx2.Response:
+        """POST a streamed chat completion; the raw response, its body not yet read (the
+        caller closes it)."""
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        options: Any = {**_STREAM_OPTIONS, "timeout": timeout}
+        return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
+                                options=options, stream=True)
 
     def open_session(self, request: AgentRequest) -> OpenAISession:
         return OpenAISession(self, request)
