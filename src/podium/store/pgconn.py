@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -76,3 +78,38 @@ def connect(url: str, *, read_only: bool = False) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to the run store {display_url(url)}: "
                          f"{one_line(exc, url)}") from None
+
+
+class PgReader:
+    """A read-only connection for the console that takes the SQLite dialect's `?` markers
+    (and matches LIKE in any case, as SQLite does), so one SQL text serves both stores. It
+    connects again once when the server dropped it (a restart)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._con: psycopg.Connection[Any] | None = connect(url, read_only=True)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        import psycopg
+
+        text = re.sub(r"\bLIKE\b", "ILIKE", sql.replace("%", "%%").replace("?", "%s"))
+        for attempt in (1, 2):
+            if self._con is None or self._con.closed:
+                self._con = connect(self.url, read_only=True)
+            try:
+                return self._con.execute(text.encode(), list(params))
+            except psycopg.OperationalError as exc:
+                self.close()
+                if attempt == 2:
+                    raise StoreError(f"cannot read the run store {display_url(self.url)}: "
+                                     f"{one_line(exc, self.url)}") from None
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot read the run store {display_url(self.url)}: "
+                                 f"{one_line(exc, self.url)}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._con is not None:
+            with contextlib.suppress(Exception):
+                self._con.close()
+            self._con = None

@@ -4,6 +4,7 @@ and open gates, events after a sequence number. Read-only, on a connection of it
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 
 from podium.app.owners import owner_alive
 from podium.store import files
-from podium.store.base import Lease
+from podium.store.base import Lease, RunStore
+from podium.store.pgconn import PgReader
 from podium.web.markdown import render as render_markdown
 from podium.web.markdown import with_prompt_html
 
@@ -34,12 +36,15 @@ _RUN_COLUMNS = ("id, workflow_name, workflow_path, workflow_hash, status, curren
 
 
 class Reader:
-    """Read-only queries on the store file; safe to share between threads."""
+    """Read-only queries on the store (a SQLite file, or a PostgreSQL URL: the same SQL, its
+    `?` markers taken by store/pgconn.py's PgReader); safe to share between threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self.db = files.connect(path, timeout=5.0, query_only=True)
+        self.db: sqlite3.Connection | PgReader = (
+            PgReader(path) if isinstance(path, str) else
+            files.connect(path, timeout=5.0, query_only=True))
 
     def close(self) -> None:
         with self._lock:
@@ -48,7 +53,7 @@ class Reader:
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._lock:
             cur = self.db.execute(sql, params)
-            cols = [d[0] for d in cur.description]
+            cols = [d[0] for d in cur.description or ()]
             return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
     # ------------------------------------------------------------------ runs
@@ -286,6 +291,13 @@ class Reader:
                                   "ORDER BY seq LIMIT ?", (run_id, after, limit))
             rows = cur.fetchall()
         return [(int(s), with_prompt_html(str(b))) for s, b in rows]
+
+
+def store_source(store: RunStore) -> Path | str:
+    """What a Reader or a ChangeFeed opens for this store: its file, or its server's URL."""
+    from podium.store.postgres import PostgresStore
+
+    return store.url if isinstance(store, PostgresStore) else Path(store.where)
 
 
 def like_escape(text: str) -> str:

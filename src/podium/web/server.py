@@ -24,7 +24,7 @@ import uvicorn
 from podium import exitcodes
 from podium.web.api import Console
 from podium.web.app import create_app
-from podium.web.queries import Reader
+from podium.web.queries import Reader, store_source
 from podium.web.security import GuardConfig, is_loopback, is_wildcard, load_or_create_token
 from podium.web.sse import ChangeFeed
 
@@ -78,7 +78,7 @@ class ConsoleServer:
         if store is None:
             store = open_store(home=self.home)
             self._closers.append(store.close)
-        path = store.path
+        path = store_source(store)
         reader = Reader(path)
         self._closers.append(reader.close)
         self.token, self.token_path = load_or_create_token(self.home)

@@ -3,9 +3,10 @@
 Runs are written by other processes, so the console cannot be told about new events: it asks.
 A single `ChangeFeed` reads SQLite's `PRAGMA data_version` on a connection of its own every
 200 ms (a counter in shared memory: no table is read while nothing changes) and wakes every
-stream when another connection committed. Each stream then reads only what is new for it
-(events after the last sequence number it sent, by primary key). A stream of a run resumes
-where it left off with `Last-Event-ID` (the event's `seq`).
+stream when another connection committed; on a PostgreSQL store it polls the server's current
+snapshot instead, which changes whenever a writing transaction starts or ends. Each stream
+then reads only what is new for it (events after the last sequence number it sent, by primary
+key). A stream of a run resumes where it left off with `Last-Event-ID` (the event's `seq`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 import anyio.to_thread
 
 from podium.store import files
+from podium.store.base import StoreError
+from podium.store.pgconn import PgReader
 from podium.web.queries import Reader
 
 IDLE_REFRESH = 5.0  # seconds: re-read summaries even without a change (liveness, gates)
@@ -33,7 +36,7 @@ BATCH = 500
 class ChangeFeed:
     """Wakes waiting streams whenever the store changes."""
 
-    def __init__(self, path: Path, interval: float = 0.2) -> None:
+    def __init__(self, path: Path | str, interval: float = 0.2) -> None:
         self.path = path
         self.interval = interval
         self.generation = 0
@@ -44,6 +47,9 @@ class ChangeFeed:
         self._ids = itertools.count(1)
 
     async def run(self) -> None:
+        if isinstance(self.path, str):
+            await self._run_postgres(self.path)
+            return
         conn = files.connect(self.path, query_only=True)
         try:
             last = None
@@ -58,6 +64,29 @@ class ChangeFeed:
                 await asyncio.sleep(self.interval)
         finally:
             conn.close()
+
+    async def _run_postgres(self, url: str) -> None:
+        """PostgreSQL's counterpart of data_version: the server's current snapshot changes
+        whenever a transaction that wrote starts or ends (a read-only one takes no id)."""
+        reader = PgReader(url)
+
+        def snapshot() -> object:
+            try:
+                row = reader.execute("SELECT pg_current_snapshot()::text").fetchone()
+            except StoreError:
+                return None
+            return row[0] if row else None
+
+        try:
+            last: object = None
+            while not self.closing:
+                version = await anyio.to_thread.run_sync(snapshot)
+                if version is not None and version != last:
+                    last = version
+                    self._wake()
+                await asyncio.sleep(self.interval)
+        finally:
+            reader.close()
 
     def _wake(self) -> None:
         self.generation += 1
