@@ -96,7 +96,8 @@ def test_actions_need_the_token(console: Live, store: Store) -> None:
 
 
 READS = ["/api/runs", "/api/runs?status=waiting&limit=5", "/api/stream", "/api/runs/{run}",
-         "/api/runs/{run}/events?after=0", "/api/runs/{run}/graph", "/api/runs/{run}/stream"]
+         "/api/runs/{run}/events?after=0", "/api/runs/{run}/graph", "/api/runs/{run}/stream",
+         "/api/runs/{run}/live"]
 
 
 @pytest.mark.parametrize("path", READS)

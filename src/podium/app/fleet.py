@@ -123,6 +123,8 @@ class FleetDetail:
     events: list[dict[str, Any]]
     gates: list[GateRecord]
     children: list[str] = field(default_factory=list)
+    # what its running steps streamed so far, by `step#iteration` (the store's live rows)
+    live: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def detail(store: RunStore, run_id: str, *, last_events: int = 200,
@@ -139,8 +141,10 @@ def detail(store: RunStore, run_id: str, *, last_events: int = 200,
     path = [PathStep(r.step, r.step_type, r.iteration, r.route_to, r.output, r.elapsed)
             for r in state.records]
     children = [r.id for r in store.list_runs(parent=run.id, limit=10_000)]
-    return FleetDetail(_row(run, liveness(store, run), gates[-1].step if gates else None, now),
-                       run, path, events[-last_events:], gates, children)
+    live = liveness(store, run)
+    streaming = store.live(run.id) if live.status == "running" else {}
+    return FleetDetail(_row(run, live, gates[-1].step if gates else None, now),
+                       run, path, events[-last_events:], gates, children, streaming)
 
 
 # ----------------------------------------------------------------------------- prune

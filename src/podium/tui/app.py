@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -29,6 +30,7 @@ from podium.errors import PodiumError
 from podium.store.base import GateRecord, RunStore
 
 COLUMNS = ("run", "workflow", "status", "step", "elapsed", "cost", "gate")
+LIVE_TAIL = 800  # characters of a streaming step's text the detail shows (the end)
 FILTER_ORDER = tuple(FILTERS)
 
 
@@ -41,6 +43,34 @@ def _short(value: Any, width: int = 80) -> str:
 def _cells(r: FleetRow) -> tuple[str, ...]:
     return (r.id, r.workflow, r.status, r.step or "-", elapsed_text(r.elapsed), cost_text(r),
             r.gate or "-")
+
+
+def _gauge(live: dict[str, Any]) -> str:
+    used, window = live.get("tokens_used"), live.get("context_window")
+    if not isinstance(used, int) or not used:
+        return ""
+    text = f" · {'≈ ' if live.get('estimated') else ''}{used:,}"
+    if isinstance(window, int) and window:
+        return text + f" of {window:,} tokens ({used / window:.0%})"
+    return text + " tokens"
+
+
+def live_text(rows: dict[str, dict[str, Any]], tail: int = LIVE_TAIL) -> Text:
+    """What the running steps streamed so far: the tail of each one's text, its reasoning
+    dimmed, the tools it called and its context gauge. Model text is data: a rich Text,
+    never console markup."""
+    out = Text()
+    for key, live in rows.items():
+        out.append(f"streaming {key.replace('#', ' #')}", style="bold")
+        out.append(_gauge(live) + "\n")
+        tools = live.get("tools") or []
+        if tools:
+            out.append(f"tool calls: {', '.join(str(t) for t in tools)}\n", style="dim")
+        reasoning = str(live.get("reasoning") or "")
+        if reasoning:
+            out.append(reasoning[-tail // 4:] + "\n", style="dim italic")
+        out.append(str(live.get("text") or "")[-tail:] + "\n")
+    return out
 
 
 class Actions:
@@ -176,7 +206,8 @@ class NewRunScreen(ModalScreen[tuple[str, str, str] | None]):
 
 
 class DetailScreen(Screen[None]):
-    """One run: its summary, the path it took with each step's output, its latest events."""
+    """One run: its summary, what its running step streams (refreshed with the rest), the path
+    it took with each step's output, its latest events."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
@@ -193,6 +224,7 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="detail-head")
+        yield Static(id="detail-live")
         yield Label("Path taken")
         yield DataTable(id="detail-path", cursor_type="row")
         yield Label("Events")
@@ -230,6 +262,9 @@ class DetailScreen(Screen[None]):
             lines.append(f"waiting at gate '{g.step}' ({g.kind}): {_short(g.prompt, 200)} "
                          "— press a to answer")
         self.query_one("#detail-head", Static).update("\n".join(lines))
+        streaming = self.query_one("#detail-live", Static)
+        streaming.display = bool(d.live)
+        streaming.update(live_text(d.live))
         path = self.query_one("#detail-path", DataTable)
         path.clear()
         for p in d.path:
@@ -267,6 +302,7 @@ class FleetApp(App[None]):
     #filters { height: 1; }
     #search { width: 40; }
     #message { height: auto; max-height: 3; }
+    #detail-live { height: auto; max-height: 16; border: round $accent; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),

@@ -8,7 +8,9 @@ GET  /api/stream?...same filters...     SSE: `runs` messages (all rows, then cha
 GET  /api/runs/{id}                     one run: summary, output, open gates, children
 GET  /api/runs/{id}/events?after=N      its events after seq N (JSON list)
 GET  /api/runs/{id}/graph               its workflow's laid-out graph
-GET  /api/runs/{id}/stream              SSE: `ev` (id = seq; Last-Event-ID resumes), `run`
+GET  /api/runs/{id}/live                what its running steps streamed so far (live rows)
+GET  /api/runs/{id}/stream              SSE: `ev` (id = seq; Last-Event-ID resumes), `run`,
+                                        `live` (as /live, whenever it changes)
 POST /api/runs/{id}/gates/{gate}/answer {value, text}: answer and resume
 POST /api/runs/{id}/stop                {}: SIGTERM its process (identity checked)
 POST /api/runs/{id}/resume              {}: resume an interrupted run in a detached process
@@ -140,6 +142,15 @@ async def run_events(request: Request) -> Response:
     rows = await anyio.to_thread.run_sync(c.reader.events_text, rid, _after(request))
     body = "[" + ",".join(text for _, text in rows) + "]"
     return Response(body, media_type="application/json", headers=_NO_STORE)
+
+
+async def run_live(request: Request) -> Response:
+    """What the run's running steps streamed so far, by `step#iteration` (store/live.py)."""
+    c = _console(request)
+    rid = _run_id(request)
+    if await anyio.to_thread.run_sync(c.reader.run_row, rid) is None:
+        return _error(404, f"no run '{rid}'")
+    return _json({"live": await anyio.to_thread.run_sync(c.reader.streaming, rid)})
 
 
 async def run_sse(request: Request) -> Response:

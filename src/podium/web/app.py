@@ -104,6 +104,7 @@ def create_app(console: Console, guard: GuardConfig) -> Guard:
         Route("/api/runs/{run_id:str}", api.run_detail),
         Route("/api/runs/{run_id:str}/events", api.run_events),
         Route("/api/runs/{run_id:str}/graph", api.run_graph),
+        Route("/api/runs/{run_id:str}/live", api.run_live),
         Route("/api/runs/{run_id:str}/stream", api.run_sse),
         Route("/api/runs/{run_id:str}/gates/{gate_id:str}/answer", api.answer_gate,
               methods=["POST"]),

@@ -1,5 +1,6 @@
 """What the console reads from the run store: run lists with filters, one run with its family
-and open gates, events after a sequence number. Read-only, on a connection of its own."""
+and open gates, events after a sequence number, what its running steps stream. Read-only, on a
+connection of its own."""
 
 from __future__ import annotations
 
@@ -245,6 +246,25 @@ class Reader:
             return False
         lease = self.lease(self.root_of(row)["id"])
         return lease is not None and owner_alive(lease)
+
+    def streaming(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """What the run's running steps streamed so far, by `step#iteration` (the store's
+        live rows; store/live.py): empty unless the run is running."""
+        try:
+            rows = self._rows("SELECT l.key, l.body FROM live l JOIN runs r ON r.id = l.run_id "
+                              "WHERE l.run_id = ? AND r.status = 'running' ORDER BY l.key",
+                              (run_id,))
+        except sqlite3.OperationalError:  # a store no podium opened since before live rows
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            try:
+                body = json.loads(r["body"])
+            except ValueError:
+                continue
+            if isinstance(body, dict):
+                out[str(r["key"])] = body
+        return out
 
     # ------------------------------------------------------------------ gates
 

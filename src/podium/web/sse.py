@@ -121,12 +121,14 @@ def _frame(data: str, event: str | None = None, event_id: int | None = None) -> 
 
 async def run_stream(feed: ChangeFeed, reader: Reader, run_id: str,
                      after: int) -> AsyncIterator[str]:
-    """A run's events after `after` (each with its seq as id), then every new one; and its
-    summary (`run`: status, open gates, children) whenever it changes."""
+    """A run's events after `after` (each with its seq as id), then every new one; its
+    summary (`run`: status, open gates, children) whenever it changes; and what its running
+    steps streamed so far (`live`: key -> body, store/live.py) whenever that changes."""
     stream = next(feed._ids)
     feed.sent[stream] = (run_id, after)
     last = after
     last_detail = ""
+    last_live = "{}"
     seen = -1
     beat = time.monotonic()
     try:
@@ -147,6 +149,11 @@ async def run_stream(feed: ChangeFeed, reader: Reader, run_id: str,
             if text != last_detail:
                 last_detail = text
                 yield _frame(text, "run")
+            live = await anyio.to_thread.run_sync(reader.streaming, run_id)
+            text = json.dumps(live, separators=(",", ":"), default=str)
+            if text != last_live:  # what its running steps streamed (a store's live rows)
+                last_live = text
+                yield _frame(text, "live")
             if time.monotonic() - beat > HEARTBEAT:
                 beat = time.monotonic()
                 yield ": ping\n\n"

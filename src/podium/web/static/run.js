@@ -18,6 +18,8 @@ export function runPage(main, runId, nav, setCrumbs) {
   let stream = null;
   let frame = 0;
   let panelSig = '';
+  let live = {};  // what the running steps streamed so far: `step#iteration` -> live row
+  let liveSig = '{}';
   let gatesSig = '';
   let outcomeSig = '';
   let skew = 0;
@@ -120,18 +122,21 @@ export function runPage(main, runId, nav, setCrumbs) {
     if (!selected) return;
     const execs = st.execs.get(selected) || [];
     const members = execs.reduce((n, x) => n + x.members.length, 0);
-    const sig = `${selected}|${end}|${execs.length}|${execs.map((x) => x.status + x.exchanges.length + x.scripts.length).join(',')}|${members}|${detail ? detail.children.length : 0}`;
+    const following = upto === null ? liveSig : '';  // the live text shows only at the live end
+    const sig = `${selected}|${end}|${execs.length}|${execs.map((x) => x.status + x.exchanges.length + x.scripts.length).join(',')}|${members}|${detail ? detail.children.length : 0}|${following}`;
     if (sig === panelSig) return;
     panelSig = sig;
     const node = graphData ? graphData.graph.nodes.find((n) => n.id === selected) : null;
     const open = new Set([...panel.querySelectorAll('details[open]')].map((d) => d.dataset.iteration));
-    const fresh = stepPanel(selected, node, st, {children: detail ? detail.children : []});
+    const fresh = stepPanel(selected, node, st, {children: detail ? detail.children : [], live: upto === null ? live : null});
     if (open.size) {
       for (const d of fresh.querySelectorAll('details[data-iteration]')) {
         if (open.has(d.dataset.iteration)) d.open = true;
       }
     }
     clear(panel).append(fresh);
+    // a streaming step's text grows at its end: keep its newest words in view
+    for (const pre of panel.querySelectorAll('pre.live-text')) pre.scrollTop = pre.scrollHeight;
   }
 
   function renderTimeline(end) {
@@ -379,6 +384,10 @@ export function runPage(main, runId, nav, setCrumbs) {
           schedule();
         } else if (type === 'run') {
           onDetail(JSON.parse(data));
+        } else if (type === 'live') {
+          liveSig = data;
+          live = JSON.parse(data);
+          schedule();
         }
       },
     });

@@ -195,6 +195,8 @@ function execView(x, open, ctx) {
       .filter(Boolean).join(' · ');
     body.push(section('Prompt', meta ? h('p', {class: 'muted'}, meta) : null, textBlock(x.prompt, 'prompt')));
   }
+  const streamed = x.status === 'running' && ctx.live ? ctx.live[`${x.step}#${x.iteration}`] : null;
+  if (streamed) body.push(liveView(streamed));
   x.exchanges.forEach((ex) => {
     const title = ex.call ? `Model answer (${ex.call}${ex.attempt > 1 ? `, attempt ${ex.attempt}` : ''})`
       : x.exchanges.length > 1 ? `Model answer (attempt ${ex.attempt})` : 'Model answer';
@@ -234,6 +236,22 @@ function execView(x, open, ctx) {
       : x.status === 'stopped' ? 'interrupted before it finished' : 'no details recorded'));
   }
   return h('div', {class: 'exec-body'}, body);
+}
+
+// What a running step's model has streamed so far (the store's live row): its reasoning
+// dimmed, the tools it called, its text, and the context gauge. All of it inserted as text.
+export function liveView(live) {
+  const gauge = live.tokens_used
+    ? `${live.estimated ? '≈ ' : ''}${fmtTokens(live.tokens_used)}${live.context_window ? ` of ${fmtTokens(live.context_window)}` : ''} tokens`
+      + (live.context_window ? ` (${Math.round((100 * live.tokens_used) / live.context_window)}%)` : '')
+    : null;
+  const bar = live.tokens_used && live.context_window
+    ? h('progress', {class: 'gauge-bar', max: live.context_window, value: Math.min(live.tokens_used, live.context_window)}) : null;
+  return section('Streaming…',
+    gauge ? h('p', {class: 'gauge live-gauge muted small'}, bar, gauge) : null,
+    live.reasoning ? textBlock(live.reasoning, 'reasoning live-reasoning') : null,
+    live.tools && live.tools.length ? h('p', {class: 'muted small live-tools'}, `tool calls: ${live.tools.join(', ')}`) : null,
+    textBlock(live.text || '', 'answer live-text'));
 }
 
 export function gateView(gate) {
