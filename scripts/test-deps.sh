@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # System packages the test suite needs beyond Python: Debian's Chromium for the console's
-# browser tests (Playwright drives it; no browser is downloaded), and git for the examples.
+# browser tests (Playwright drives it; no browser is downloaded), git for the examples, and
+# PostgreSQL for the PostgreSQL run store's tests (tests/pg_server.py starts a throwaway
+# server as an unprivileged user; Debian puts initdb in /usr/lib/postgresql/N/bin).
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v git >/dev/null 2>&1 || need+=(git)
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+then
+  need+=(postgresql)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
