@@ -1,8 +1,9 @@
 """What the run store costs: per-step overhead of committing every step (events + checkpoint)
 on the 490-iteration set loop, in-process, against the same loop with no store; and the store's
-size per 1,000 steps.
+size per 1,000 steps. With --store postgresql://..., the same on a PostgreSQL store (its size
+is what the run's rows and indexes take in the database).
 
-    .venv/bin/python bench/bench_store.py [--repeat 5]
+    .venv/bin/python bench/bench_store.py [--repeat 5] [--store postgresql://USER@HOST/DB]
 """
 
 from __future__ import annotations
@@ -51,9 +52,19 @@ def _engine(path: Path, store: object | None) -> object:
     return engine
 
 
-def measure(steps: int, repeat: int) -> dict[str, float]:
+def _pg_size(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as con:
+        row = con.execute("SELECT sum(pg_total_relation_size(c)) FROM unnest(ARRAY['runs', "
+                          "'events', 'checkpoints', 'gates', 'leases']) AS c").fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def measure(steps: int, repeat: int, url: str | None = None) -> dict[str, float]:
     from podium.engine.run import file_hash
     from podium.store.base import RunRecord
+    from podium.store.postgres import PostgresStore
     from podium.store.sqlite import SQLiteStore
 
     with tempfile.TemporaryDirectory(prefix="podium-bench-store-") as tmp:
@@ -68,7 +79,8 @@ def measure(steps: int, repeat: int) -> dict[str, float]:
             bare.append(time.perf_counter() - t)
             assert result.iterations == steps
             home = Path(tmp) / f"home{i}"
-            store = SQLiteStore(home / "podium.db")
+            store = PostgresStore(url) if url else SQLiteStore(home / "podium.db")
+            before = _pg_size(url) if url else 0
             engine = _engine(wf, store)
             store.create_run(RunRecord(engine.run_id, "store-loop", str(wf),  # type: ignore[attr-defined]
                                        file_hash(wf), {}))
@@ -77,7 +89,8 @@ def measure(steps: int, repeat: int) -> dict[str, float]:
             stored.append(time.perf_counter() - t)
             store.close()
             assert result.iterations == steps
-            size = sum(p.stat().st_size for p in home.iterdir())
+            size = _pg_size(url) - before if url else \
+                sum(p.stat().st_size for p in home.iterdir())
         best_bare, best_stored = min(bare), min(stored)
         return {
             "steps": steps,
@@ -92,15 +105,16 @@ def measure(steps: int, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--store", default=None, help="a postgresql:// URL (default: SQLite)")
     args = parser.parse_args()
-    rows = [measure(n, args.repeat) for n in (100, 490)]
+    rows = [measure(n, args.repeat, args.store) for n in (100, 490)]
     print("| steps | no store, ms/step | store, ms/step | store overhead, ms/step | store size "
           "per 1,000 steps |")
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['steps']} | {r['bare_ms_per_step']:.3f} | {r['stored_ms_per_step']:.3f} | "
               f"{r['store_overhead_ms_per_step']:.3f} | {r['store_kib_per_1000_steps']:.0f} KiB |")
-    out = REPO / "bench" / "results" / "store.json"
+    out = REPO / "bench" / "results" / ("store-postgres.json" if args.store else "store.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
 

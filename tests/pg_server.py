@@ -69,6 +69,8 @@ class PgServer:
     port: int
     password: str
     bindir: Path
+    # a test database is thrown away: no fsync (bench/bench_store.py asks for a durable one)
+    durable: bool = False
     _as: list[str] = field(default_factory=list)
     _count: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -106,8 +108,9 @@ class PgServer:
         if done.returncode != 0:
             pytest.fail(f"initdb failed: {(done.stderr or done.stdout).strip()[-2000:]}")
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.folder} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=300 -c shared_buffers=32MB")
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         done = self._run(str(self.bindir / "pg_ctl"), "-D", str(data), "-l",
                          str(self.folder / "server.log"), "-o", options, "-w", "-t", "60",
                          "start")
