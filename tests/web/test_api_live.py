@@ -1,14 +1,16 @@
 """The console's live reads: what a running step streamed so far (the store's live rows), at
 GET /api/runs/{id}/live and as `live` messages on the run's stream, whenever a row changes
-and once more when it is cleared; never for a run that is not running."""
+and once more when it is cleared; never for a run no live process runs."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import start_console
-from podium.store.base import RunRecord
+from podium.app.owners import process_start, this_host
+from podium.store.base import Owner, RunRecord
 from podium.store.sqlite import SQLiteStore
 
 
@@ -22,7 +24,9 @@ def test_live_rows_are_read_and_streamed_while_the_run_runs(tmp_path: Path) -> N
     store = SQLiteStore(home / "podium.db")
     live = None
     try:
-        store.create_run(RunRecord("r1", "flow", "/f.yaml", "sha256:00", {}))
+        pid = os.getpid()  # this process runs it, as far as the console can tell
+        store.create_run(RunRecord("r1", "flow", "/f.yaml", "sha256:00", {}),
+                         Owner(pid, process_start(pid) or 0.0, this_host(), "run"))
         store.put_live("r1", "a#1", _body("<b>so far</b>"))
         live = start_console(home)
         c = live.client()
@@ -38,9 +42,11 @@ def test_live_rows_are_read_and_streamed_while_the_run_runs(tmp_path: Path) -> N
             store.clear_live("r1")
             got = sse.until(lambda m: m[0] == "live")
             assert json.loads(got[-1][2]) == {}
-        store.put_live("r1", "a#1", _body("left by a killed run"))
+        store.put_live("r1", "a#1", _body("left by a crashed run"))
+        store.release_lease("r1", Owner(pid, process_start(pid) or 0.0, this_host(), "run"))
+        assert c.get("/api/runs/r1/live").json() == {"live": {}}  # no process runs it
         store.update_run("r1", status="interrupted")
-        assert c.get("/api/runs/r1/live").json() == {"live": {}}  # only while it runs
+        assert c.get("/api/runs/r1/live").json() == {"live": {}}
     finally:
         if live is not None:
             live.stop()

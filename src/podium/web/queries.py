@@ -249,10 +249,13 @@ class Reader:
 
     def streaming(self, run_id: str) -> dict[str, dict[str, Any]]:
         """What the run's running steps streamed so far, by `step#iteration` (the store's
-        live rows; store/live.py): empty unless the run is running."""
+        live rows; store/live.py): empty unless a live process runs it (a crashed run's rows
+        stay until it is resumed)."""
+        row = self.run_row(run_id)
+        if row is None or not self.live(row):
+            return {}
         try:
-            rows = self._rows("SELECT l.key, l.body FROM live l JOIN runs r ON r.id = l.run_id "
-                              "WHERE l.run_id = ? AND r.status = 'running' ORDER BY l.key",
+            rows = self._rows("SELECT key, body FROM live WHERE run_id = ? ORDER BY key",
                               (run_id,))
         except sqlite3.OperationalError:  # a store no podium opened since before live rows
             return {}
