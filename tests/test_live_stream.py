@@ -32,6 +32,7 @@ from podium.events.model import (
     ModelExchange,
     PromptRendered,
     RunFinished,
+    RunStarted,
     StepFinished,
 )
 from podium.events.redact import Redactor
@@ -109,6 +110,17 @@ def test_a_secret_split_across_deltas_never_reaches_the_table(store: SQLiteStore
         con.close()
     assert rows
     assert not any(SECRET in r[0] for r in rows)
+
+
+def test_a_resumed_run_clears_what_its_killed_attempt_left(store: SQLiteStore) -> None:
+    store.put_live("r1", "a#1", {"text": "cut off by a kill"})
+    store.put_live("r2", "a#1", {"text": "another run's"})
+    sink = LiveSink(store)
+    sink.handle(_ev(RunStarted(workflow="f", workflow_path="/f.yaml", workflow_hash="h",
+                               entry_point="a", inputs={}, podium_version="0",
+                               max_iterations=5, resumed=True)))
+    assert store.live("r1") == {}
+    assert store.live("r2") == {"a#1": {"text": "another run's"}}
 
 
 class _Broken:
