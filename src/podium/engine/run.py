@@ -268,8 +268,11 @@ class Engine:
         state = self.state
         step_type = _node_type(step)
         iteration = state.step_counts.get(step.name, 0) + 1
-        self.bus.emit(StepStarted(step=step.name, step_type=step_type, iteration=iteration,
-                                  run_iteration=state.run_iteration + 1))
+        if self.fan_out != "gather" or step_type not in ("parallel", "for_each"):
+            # (a group gathered after its members ran elsewhere has started already)
+            self.bus.emit(StepStarted(step=step.name, step_type=step_type,
+                                      iteration=iteration,
+                                      run_iteration=state.run_iteration + 1))
         started = self.clock.monotonic()
         try:
             try:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 BEAT = 2.0  # seconds between heartbeats (the workflow's heartbeat timeout is 6 s)
+STOP_GRACE = 10.0  # seconds a cancelled activity waits for its step to stop
 
 
 def _store() -> RunStore:
@@ -128,10 +129,13 @@ class Members:
                     old.store.close()
             return found
 
-    def run(self, run_id: str, group: str, label: str, attempt: int) -> str:
+    def run(self, run_id: str, group: str, label: str, attempt: int,
+            cancel: threading.Event) -> str:
         from podium.engine.groups import find_member, run_member
 
         kept = self._kept_for(run_id)
+        if cancel.is_set():
+            kept.engine.services.cancel.set()
         if attempt > 1:
             done = self._committed(kept, group, label, attempt)
             if done is not None:
@@ -155,12 +159,47 @@ class Members:
             return None
         return "failed" if event["type"] == "step_failed" else "finished"
 
+    def cancel(self, run_id: str) -> None:
+        """The run is stopping: its members on this worker stop their steps."""
+        with self._lock:
+            for (rid, _), kept in self._kept.items():
+                if rid == run_id:
+                    kept.engine.services.cancel.set()
+        stop_commands(run_id)
+
     def close(self) -> None:
         with self._lock:
             for kept in self._kept.values():
                 kept.engine.services.providers.close()
                 kept.store.close()
             self._kept.clear()
+
+
+def stop_commands(run_id: str) -> None:
+    """SIGTERM the commands (script steps) this worker runs for the run or its sub-runs
+    (tools/processes.py marks each with PODIUM_RUN_ID and makes it a group leader): a
+    stopped run's steps in flight end now, and their failure is recorded before its end."""
+    import os
+    import signal
+
+    import psutil
+
+    from podium.app.runs import family
+    from podium.tools.processes import RUN_ID_VARIABLE
+
+    store = _store()
+    try:
+        runs = set(family(store, run_id))
+    finally:
+        store.close()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            mine = child.environ().get(RUN_ID_VARIABLE) in runs and \
+                os.getpgid(child.pid) == child.pid
+            if mine:
+                os.killpg(child.pid, signal.SIGTERM)
+        except (psutil.Error, OSError):
+            continue
 
 
 def end_run(run_id: str, status: str, message: str | None = None,
@@ -206,7 +245,8 @@ class Activities:
         self.members = Members()
 
     async def _beating(self, work: Callable[..., T], *args: Any,
-                       cancel: threading.Event | None = None) -> T:
+                       cancel: threading.Event | None = None,
+                       on_cancel: Callable[[], None] | None = None) -> T:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.pool, work, *args)
         try:
@@ -216,19 +256,28 @@ class Activities:
                 if done:
                     return future.result()
         except asyncio.CancelledError:
+            if on_cancel is not None:
+                on_cancel()
             if cancel is not None:
-                cancel.set()  # the engine stops at its next step boundary
+                cancel.set()  # the engine stops its step, and at its next step boundary
+                # the workflow waits for this (WAIT_CANCELLATION_COMPLETED): nothing of the
+                # run is written after the end it records
+                await asyncio.wait({future}, timeout=STOP_GRACE)
             raise
 
     @activity.defn(name=ADVANCE)
     async def advance(self, run_id: str, mode: str) -> dict[str, Any]:
         cancel = threading.Event()
-        return await self._beating(advance_one, run_id, mode, cancel, cancel=cancel)
+        return await self._beating(advance_one, run_id, mode, cancel, cancel=cancel,
+                                   on_cancel=lambda: stop_commands(run_id))
 
     @activity.defn(name=MEMBER)
     async def member(self, run_id: str, group: str, label: str) -> str:
         attempt = activity.info().attempt
-        return await self._beating(self.members.run, run_id, group, label, attempt)
+        cancel = threading.Event()
+        return await self._beating(self.members.run, run_id, group, label, attempt, cancel,
+                                   cancel=cancel,
+                                   on_cancel=lambda: self.members.cancel(run_id))
 
     @activity.defn(name=END)
     async def end(self, run_id: str, status: str) -> dict[str, Any]:

@@ -73,6 +73,14 @@ def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any]
                    elapsed, int(finished.get("iterations") or 0), usage_from_events(events))
 
 
+def _lost_touch(result: asyncio.Future[Any]) -> bool:
+    """Did waiting for the workflow fail because its server could not be reached (not
+    because the workflow ended)?"""
+    from temporalio.service import RPCError
+
+    return not result.cancelled() and isinstance(result.exception(), RPCError)
+
+
 async def _follow(store: RunStore, run_id: str, handle: Any,
                   observers: list[Any]) -> dict[str, Any] | None:
     """Hand the run's events to the observers as they are committed, until the run ends or
@@ -91,6 +99,10 @@ async def _follow(store: RunStore, run_id: str, handle: Any,
                 if e["type"] == "run_finished":
                     return e
             if result.done():
+                if _lost_touch(result):  # the server restarts: ask again once it is back
+                    await asyncio.sleep(0.5)
+                    result = asyncio.ensure_future(handle.result())
+                    continue
                 if not store.events(run_id, after_seq=after):
                     return None
                 continue

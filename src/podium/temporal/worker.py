@@ -5,6 +5,7 @@ another worker)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,8 @@ async def _serve(req: WorkerRequest) -> int:
     from podium.temporal.workflow import PodiumRun
 
     client = await connect(req.address, req.namespace)
+    # what a script step may read to know which worker ran it (HOST:PID)
+    os.environ["PODIUM_WORKER"] = f"{os.uname().nodename}:{os.getpid()}"
     pool = ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="podium-act")
     acts = Activities(pool)
     stop = asyncio.Event()

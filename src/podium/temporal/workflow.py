@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.workflow import ActivityCancellationType
 
 ADVANCE = "podium.advance"
 MEMBER = "podium.member"
@@ -29,6 +30,8 @@ END = "podium.end"
 _OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(days=1),
     "heartbeat_timeout": timedelta(seconds=6),
+    # a cancelled run records its end once its steps in flight have stopped
+    "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200),
                                 backoff_coefficient=2.0, maximum_interval=timedelta(seconds=5)),
 }

