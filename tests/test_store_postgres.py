@@ -3,6 +3,7 @@ PostgreSQL has (its schema table, concurrent first opens, URLs without their pas
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -10,9 +11,13 @@ import psycopg
 import pytest
 
 from pg_server import PgServer
+from podium.app.home import open_store
+from podium.cli.main import take_store
+from podium.errors import UsageError
 from podium.store import schema as sqlite_schema
 from podium.store.base import StoreError
 from podium.store.pg_schema import SCHEMA_VERSION
+from podium.store.pgconn import display_url
 from podium.store.postgres import PostgresStore
 from store_conformance import Opener, RunStoreConformance, _history, _record
 
@@ -130,3 +135,33 @@ def test_text_with_nul_characters_is_stored(pg_url: str) -> None:
         assert store.get_run("r1").error == "bad\ufffdbyte"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:s3cret@db.example:5433/runs", "postgresql://u@db.example:5433/runs"),
+    ("postgres://u@h/db?sslmode=require&password=s3cret",
+     "postgres://u@h/db?sslmode=require&password=***"),
+    ("postgresql:///runs?host=/var/run/postgresql", "postgresql:///runs?host=/var/run/postgresql"),
+])
+def test_urls_are_shown_without_their_password(url: str, shown: str) -> None:
+    assert display_url(url) == shown
+
+
+def test_store_is_taken_out_of_argv_anywhere_before_a_bare_double_dash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PODIUM_STORE", raising=False)
+    assert take_store(["run", "f.yaml", "--store", "a.db", "-i", "x=1"]) == \
+        ["run", "f.yaml", "-i", "x=1"]
+    assert os.environ["PODIUM_STORE"] == "a.db"
+    assert take_store(["--store=postgresql://h/db", "runs", "--", "--store", "kept"]) == \
+        ["runs", "--", "--store", "kept"]
+    assert os.environ["PODIUM_STORE"] == "postgresql://h/db"
+    with pytest.raises(UsageError, match="--store needs a value"):
+        take_store(["runs", "--store"])
+
+
+def test_an_unknown_scheme_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PODIUM_STORE", "mysql://u:pw@h/db")
+    with pytest.raises(UsageError, match="'mysql'") as info:
+        open_store()
+    assert "pw" not in str(info.value)

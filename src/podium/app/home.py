@@ -44,16 +44,6 @@ def store_path(home: Path | None = None) -> Path:
     return Path(named).expanduser()
 
 
-def describe_store(home: Path | None = None) -> str:
-    """The store as messages name it (a PostgreSQL URL without its password)."""
-    url = store_url()
-    if url is not None:
-        from podium.store.pgconn import display_url
-
-        return display_url(url)
-    return str(store_path(home))
-
-
 def open_store(*, verify: bool | None = None, home: Path | None = None) -> RunStore:
     """The run store. SQLite: every page is checked when `verify` is True, or when it is
     None and the last process to use the file did not close it. PostgreSQL: `verify` is

@@ -7,7 +7,7 @@ import contextlib
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from podium.errors import UsageError
 from podium.store.base import StoreError
@@ -30,9 +30,9 @@ def display_url(url: str) -> str:
         if "@" in netloc:
             user, host = netloc.rsplit("@", 1)
             netloc = f"{user.split(':', 1)[0]}@{host}"
-        query = urlencode([(k, "***" if k.lower() == "password" else v)
-                           for k, v in parse_qsl(parts.query, keep_blank_values=True)])
-        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        query = "&".join(f"{k}={'***' if k.lower() == 'password' else v}"
+                         for k, v in parse_qsl(parts.query, keep_blank_values=True))
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
     except ValueError:
         return url.split("://", 1)[0] + "://(unreadable URL)"
 
