@@ -36,7 +36,7 @@ check: test
 # The console screenshots in docs/img, from the browser tests (the suite alone writes them to a
 # temporary folder).
 screenshots: install-dev
-	PODIUM_SCREENSHOTS=docs/img $(RUN) python -m pytest -q tests/web/test_browser.py
+	PODIUM_SCREENSHOTS=docs/img $(RUN) python -m pytest -q tests/web/test_browser.py tests/web/test_browser_live.py
 
 bench: install-dev
 	$(RUN) python bench/bench_cli.py
