@@ -138,10 +138,8 @@ def check_server(url: str, home: Path) -> list[Finding]:
     """A PostgreSQL store: can podium connect, is its schema this podium's (opening it
     migrates an older one), then its runs, leases and orphans as for a file."""
     from podium.errors import PodiumError
-    from podium.store.pgconn import display_url
     from podium.store.postgres import PostgresStore
 
-    shown = display_url(url)
     fix = ("check the server is up and the URL's host, port, user, password and database "
            "(PODIUM_STORE or --store)")
     try:
@@ -149,7 +147,7 @@ def check_server(url: str, home: Path) -> list[Finding]:
     except PodiumError as exc:
         return [_problem(STORE, str(exc), fix)]
     try:
-        findings = [_ok(STORE, f"the run store {shown} answers, at schema version "
+        findings = [_ok(STORE, f"the run store {store.where} answers, at schema version "
                                f"{store.schema_version()}")]
         findings += check_runs(store)
         findings += check_orphans(store)
