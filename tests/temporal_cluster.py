@@ -88,24 +88,20 @@ class Worker:
 
 
 def start_worker(home: Path, server: DevServer, queue: str, name: str,
-                 concurrency: int = 20) -> Worker:
+                 concurrency: int = 20, env: dict[str, str] | None = None) -> Worker:
     log = home / f"worker-{name}.log"
     home.mkdir(parents=True, exist_ok=True)
     fh = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "podium", "worker", "--temporal", server.address,
          "--task-queue", queue, "--concurrency", str(concurrency)],
-        cwd=REPO_ROOT, env=cli_env(home), stdin=subprocess.DEVNULL, stdout=fh,
+        cwd=REPO_ROOT, env=cli_env(home, env), stdin=subprocess.DEVNULL, stdout=fh,
         stderr=subprocess.STDOUT, text=True)
     fh.close()
     assert wait_until(lambda: "serving task queue" in log.read_text() or
                       proc.poll() is not None, timeout=30), log.read_text()
     assert proc.poll() is None, log.read_text()
     return Worker(proc, log)
-
-
-def podium_run_env(home: Path) -> dict[str, str]:
-    return cli_env(home)
 
 
 class Stub:
@@ -164,7 +160,8 @@ class Stub:
         self.server.server_close()
 
 
-def fan_out_flow(folder: Path, port: int, items: int, max_concurrent: int) -> Path:
+def fan_out_flow(folder: Path, port: int, items: int, max_concurrent: int,
+                 limits: str = "{}") -> Path:
     """A for_each whose items each call the stub once, from a script step of a sub-workflow
     (a for_each item is an agent, set or workflow step); returns the workflow's path."""
     script = ("import os, sys, urllib.request as u; w = os.environ.get('PODIUM_WORKER', '?'); "
@@ -189,6 +186,7 @@ output:
 workflow:
   name: fan
   entry_point: fan
+  limits: {limits}
   input:
     items: {{type: array, default: {list(range(items))}}}
 for_each:

@@ -89,11 +89,11 @@ def _run_temporal(home: Path, server: DevServer, queue: str, *args: str | Path
                    timeout=90)
 
 
-def _start_temporal(home: Path, server: DevServer, queue: str, *args: str | Path
-                    ) -> subprocess.Popen[str]:
+def _start_temporal(home: Path, server: DevServer, queue: str, *args: str | Path,
+                    env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(podium_argv("run", *args, "--temporal", server.address,
                                         "--task-queue", queue),
-                            cwd=REPO_ROOT, env=cli_env(home), stdin=subprocess.DEVNULL,
+                            cwd=REPO_ROOT, env=cli_env(home, env), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -218,6 +218,27 @@ def test_podium_stop_cancels_the_workflow(tmp_path: Path, server: DevServer, hom
     assert (last["type"], last["status"]) == ("run_finished", "interrupted")
 
 
+def test_the_run_timeout_is_a_workflow_timer(tmp_path: Path, server: DevServer, home: Path,
+                                             workers: tuple[str, list[Worker]]) -> None:
+    """limits.timeout_seconds ends a run whose steps hang: status limit, exit code 4."""
+    queue, _ = workers
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2,
+                          limits="{timeout_seconds: 2}")
+        proc = _start_temporal(home, server, queue, wf)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stub.close()
+    assert proc.returncode == 4, err
+    assert out == ""
+    run_id = _run_id(err)
+    assert _runs_by_id(home)[run_id]["status"] == "limit"
+    events = _events(home, run_id)
+    assert [e["type"] for e in events[-2:]] == ["limit_reached", "run_finished"]
+    assert "timeout of 2s" in err
+
+
 def test_a_worker_killed_in_a_fan_out_costs_only_its_members_in_flight(
         tmp_path: Path, server: DevServer, home: Path,
         workers: tuple[str, list[Worker]]) -> None:
@@ -263,3 +284,34 @@ def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> N
         dev.stop()
     assert proc.returncode == 0, err
     assert json.loads(out) == {"total": 1, "count": 2}
+
+
+def test_workers_share_a_postgresql_store(tmp_path: Path, server: DevServer,
+                                          pg_url: str) -> None:
+    """The same fan-out with the run store on PostgreSQL (PODIUM_STORE) for every process."""
+    from podium.store.postgres import PostgresStore
+
+    env = {"PODIUM_STORE": pg_url}
+    home = tmp_path / "home"
+    started = [start_worker(home, server, "pg", f"pg-{i}", concurrency=2, env=env)
+               for i in range(2)]
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=4, max_concurrent=3)
+        proc = _start_temporal(home, server, "pg", wf, env=env)
+        assert stub.wait_for(lambda: stub.now >= 3), stub.calls
+        stub.release.set()
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stub.close()
+        for w in started:
+            w.stop()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": sum(range(4)), "count": 4}
+    assert {w.split(":")[-1] for w in stub.workers.values()} == {str(w.pid) for w in started}
+    store = PostgresStore(pg_url)
+    try:
+        events = store.events(_run_id(err))
+    finally:
+        store.close()
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
