@@ -1,6 +1,7 @@
 """Every command on a PostgreSQL run store, through the real CLI in subprocesses: `--store URL`
 as a root option or after the command name, or PODIUM_STORE; run, runs, show, events, gate
-list and answer (which resumes the parked run), resume, replay, fork, stop, doctor; several
+list and answer (which resumes the parked run), resume, replay, fork, stop, doctor, fleet
+list and prune; several
 processes running runs at once against one database; the errors a user meets (no server, no
 psycopg) as one line without the URL's password."""
 
@@ -116,6 +117,11 @@ def test_store_as_a_root_option_in_both_spellings(pg: Pg) -> None:
     assert len(_json(pg("runs", f"--store={pg.url}", "--format", "json", env=no_env))) == 2
     assert not (pg.home / "podium.db").exists()
     assert json.loads(pg("runs", "--format", "json", env=no_env).stdout) == []  # SQLite
+    fleet = _json(pg("fleet", "list", "--format", "json"))
+    assert len(fleet["runs"]) == 2
+    pruned = pg("fleet", "prune", "--older-than", "0h", "--yes")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pg.runs() == []
     assert "--store URL" in pg("--help").stdout
 
 
@@ -201,9 +207,7 @@ def test_processes_run_at_once_against_one_database(pg: Pg) -> None:
 
 def test_doctor_checks_the_server(pg: Pg) -> None:
     proc = pg("doctor", "--format", "json")
-    found = json.loads(proc.stdout)
-    store = [f for f in (found["findings"] if isinstance(found, dict) else found)
-             if f["area"] == "store"]
+    store = [f for f in json.loads(proc.stdout)["findings"] if f["area"] == "store"]
     assert store[0]["severity"] == "ok", store
     assert "schema version" in store[0]["message"]
     assert pg.password not in proc.stdout
