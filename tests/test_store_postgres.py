@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -15,7 +16,7 @@ from podium.app.home import open_store
 from podium.cli.main import take_store
 from podium.errors import UsageError
 from podium.store import schema as sqlite_schema
-from podium.store.base import StoreError
+from podium.store.base import Lease, Owner, RunOwned, StoreError
 from podium.store.pg_schema import SCHEMA_VERSION
 from podium.store.pgconn import display_url
 from podium.store.postgres import PostgresStore
@@ -165,3 +166,61 @@ def test_an_unknown_scheme_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(UsageError, match="'mysql'") as info:
         open_store()
     assert "pw" not in str(info.value)
+
+
+def _at_once(count: int, work: Callable[[int], object]) -> list[object]:
+    """Run `work(i)` in `count` threads released together; their results (or exceptions)."""
+    results: list[object] = [None] * count
+    start = threading.Barrier(count)
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(i)
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_handles_racing_for_a_lease_leave_one_owner(pg_url: str) -> None:
+    handles = [PostgresStore(pg_url) for _ in range(6)]
+    try:
+        handles[0].create_run(_record("r1"))
+        results = _at_once(6, lambda i: handles[i].acquire_lease(
+            "r1", Owner(1000 + i, 1.0, "host", "resume"), lambda held: True))
+        won = [r for r in results if isinstance(r, Lease)]
+        assert len(won) == 1
+        assert all(isinstance(r, RunOwned) for r in results if r not in won)
+        assert handles[0].lease("r1") == won[0]
+    finally:
+        for h in handles:
+            h.close()
+
+
+def test_handles_numbering_at_once_keep_seqs_one_to_n(pg_url: str) -> None:
+    """Workers committing events of one run at the same moment: the run row's lock orders
+    them, so the seqs are 1..n with none lost or repeated."""
+    handles = [PostgresStore(pg_url) for _ in range(4)]
+    try:
+        handles[0].create_run(_record("r1"))
+        for h in handles:
+            h.number_at_commit()
+        history = _history("r1")
+
+        def append(i: int) -> None:
+            for _ in range(15):
+                handles[i].append_event(history[2])  # script_output: committed at once
+
+        assert _at_once(4, append) == [None] * 4
+        seqs = [e["seq"] for e in handles[0].events("r1")]
+        assert seqs == list(range(1, 61))
+        assert handles[0].get_run("r1").last_seq == 60
+    finally:
+        for h in handles:
+            h.close()
