@@ -129,6 +129,24 @@ def test_an_authentication_error_is_not_retried(tmp_path: Path, servers: Servers
     assert run.of(ProviderRetry) == []
 
 
+def test_an_error_event_in_the_stream_fails_the_call_as_the_sdk_reports_it(
+        tmp_path: Path, servers: Servers) -> None:
+    """podium reads the stream's events itself (providers/sse.py): an `error` event is raised
+    as the SDK's stream raises it, an API status error naming the API's message; a ping
+    between events is skipped."""
+    from fakes.anthropic_server import stream_events
+    from fakes.wire import Canned
+
+    started = stream_events(message(text('{"verdict": "approve", "findings": []}')))[:2]
+    overloaded = {"type": "error", "error": {"type": "overloaded_error",
+                                             "message": "Overloaded"}}
+    servers.anthropic.script(Canned(events=[*started, ("ping", {"type": "ping"}),
+                                            ("error", overloaded)]))
+    run = run_real_yaml(tmp_path, REVIEW.replace("MODEL", "claude-sonnet-5"))
+    assert run.exit_code == 3
+    assert "claude: HTTP 200: Overloaded" in run.error_text()
+
+
 def test_malformed_json_then_corrected(tmp_path: Path, servers: Servers) -> None:
     servers.anthropic.script(message(text('{"verdict": "approve", "findings": ')),
                              message(text('{"verdict": "maybe", "findings": []}')),

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import warnings
+from contextlib import closing
 from typing import Any
 
 import anthropic
+import httpx2
+from anthropic._constants import RAW_RESPONSE_HEADER
 
 from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.catalog import (
@@ -29,6 +32,7 @@ from podium.providers.catalog import (
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.providers.sse import events
 from podium.providers.stream_deltas import anthropic_delta
 from podium.tools.base import ToolResult
 
@@ -38,6 +42,9 @@ CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=ALL_EFFORTS,
 FINAL_TOOL = "final_answer"
 DEFAULT_MAX_TOKENS = 8192
 _OLD_SMALL = ("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")
+# the headers `client.messages.stream` adds, and the one that keeps the body unread
+_STREAM_HEADERS = {"x-stainless-helper-method": "stream",
+                   "x-stainless-stream-helper": "messages", RAW_RESPONSE_HEADER: "stream"}
 
 
 def _error(exc: Exception) -> ProviderError:
@@ -55,18 +62,99 @@ def _retiring(model: str) -> str | None:
     return DEPRECATED_MODELS.get(model)
 
 
-def _block_param(block: Any) -> dict[str, Any] | None:
+def _block_param(block: dict[str, Any]) -> dict[str, Any] | None:
     """A response content block as a request block (what the next call sends back)."""
-    kind = getattr(block, "type", None)
+    kind = block.get("type")
     if kind == "text":
-        return {"type": "text", "text": block.text}
+        return {"type": "text", "text": block.get("text") or ""}
     if kind == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        return {"type": "tool_use", "id": block["id"], "name": block["name"],
+                "input": block["input"]}
     if kind == "thinking":
-        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+        return {"type": "thinking", "thinking": block.get("thinking") or "",
+                "signature": block.get("signature") or ""}
     if kind == "redacted_thinking":
-        return {"type": "redacted_thinking", "data": block.data}
+        return {"type": "redacted_thinking", "data": block.get("data")}
     return None
+
+
+class _Message:
+    """A streamed Message put together from its raw events, as the SDK's MessageStream
+    accumulates it (message_start, content blocks and their deltas, message_delta's stop
+    reason and cumulative usage), on the parsed JSON itself rather than on typed objects."""
+
+    def __init__(self) -> None:
+        self.msg: dict[str, Any] | None = None
+        self.json: dict[int, list[str]] = {}  # block index -> a tool input's JSON so far
+
+    def event(self, name: str | None, data: str, response: httpx2.Response) -> Any:
+        """Take in one SSE event; the event, or None when it carries nothing (a ping)."""
+        if name == "error":  # as the SDK's stream raises it
+            try:
+                body: Any = json.loads(data)
+            except ValueError:
+                body = data
+            raise anthropic.APIStatusError(str(body) if body else
+                                           f"Error code: {response.status_code}",
+                                           response=response, body=body)
+        if name is None or name == "ping" or not data:
+            return None
+        event = json.loads(data)
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind == "message_start":
+            self.msg = dict(event["message"])
+            self.msg["content"] = list(self.msg.get("content") or [])
+            self.msg["usage"] = dict(self.msg.get("usage") or {})
+        elif self.msg is None:
+            raise ProviderError(f"claude: the stream sent {kind} before message_start")
+        elif kind == "content_block_start":
+            self.msg["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            self._delta(self.msg["content"][event["index"]], event["index"], event["delta"])
+        elif kind == "message_delta":
+            self._ended(event)
+        return event
+
+    def _delta(self, block: dict[str, Any], index: int, delta: dict[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "text_delta" and block.get("type") == "text":
+            block["text"] = (block.get("text") or "") + delta["text"]
+        elif kind == "input_json_delta" and "input" in block:
+            self.json.setdefault(index, []).append(delta.get("partial_json") or "")
+        elif kind == "thinking_delta" and block.get("type") == "thinking":
+            block["thinking"] = (block.get("thinking") or "") + delta["thinking"]
+        elif kind == "signature_delta" and block.get("type") == "thinking":
+            block["signature"] = delta["signature"]
+        elif kind == "citations_delta" and block.get("type") == "text":
+            block["citations"] = [*(block.get("citations") or []), delta.get("citation")]
+
+    def _ended(self, event: dict[str, Any]) -> None:
+        assert self.msg is not None
+        delta = event.get("delta") or {}
+        self.msg["stop_reason"] = delta.get("stop_reason")
+        self.msg["stop_sequence"] = delta.get("stop_sequence")
+        usage = event.get("usage") or {}
+        # cumulative totals: they overwrite; the optional ones keep message_start's when absent
+        self.msg["usage"]["output_tokens"] = usage.get("output_tokens")
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            if usage.get(key) is not None:
+                self.msg["usage"][key] = usage[key]
+
+    def final(self) -> dict[str, Any]:
+        """The whole message; each tool's input parsed from the JSON it streamed."""
+        if self.msg is None:
+            raise ProviderError("claude: the stream ended before its message started",
+                                retryable=True)
+        for index, parts in self.json.items():
+            text = "".join(parts)
+            if not text:
+                continue
+            try:
+                self.msg["content"][index]["input"] = json.loads(text)
+            except ValueError as exc:
+                raise ProviderError(f"claude: the model's tool input is not JSON ({exc}): "
+                                    f"{text[:200]}", retryable=True) from None
+        return self.msg
 
 
 class ClaudeSession(LoopSession):
@@ -158,43 +246,51 @@ class ClaudeSession(LoopSession):
 
     def create(self, timeout: float) -> Turn:
         deltas = DeltaStream(self.request)
+        got = _Message()
         try:
-            with self.provider.client.messages.stream(
-                    messages=self.messages, timeout=timeout, **self.params) as stream:
+            with closing(self.provider.stream_messages(self.messages, self.params,
+                                                       timeout)) as response:
                 tools: dict[int, str] = {}  # block index -> tool name
-                for event in stream:
-                    anthropic_delta(event, tools, deltas)
-                msg = stream.get_final_message()
+                for name, raw in events(response.iter_lines()):
+                    event = got.event(name, raw, response)
+                    if event is not None:
+                        anthropic_delta(event, tools, deltas)
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None
+        except httpx2.HTTPError as exc:  # the SDK speaks httpx2
+            raise ProviderError(f"claude: the stream broke off ({type(exc).__name__}: {exc})",
+                                retryable=True) from None
         finally:
             deltas.flush()
+        msg = got.final()
         texts, calls, kept = [], [], []
         data = None
         ids: list[str] = []
-        for block in msg.content:
+        for block in msg["content"]:
             param = _block_param(block)
             if param is not None:
                 kept.append(param)
-            if block.type == "text":
-                texts.append(block.text)
-            if block.type == "tool_use":
-                ids.append(block.id)
-            if block.type == "tool_use" and self.tool_mode and block.name == FINAL_TOOL:
-                data = block.input
-            elif block.type == "tool_use":
-                calls.append(ToolCall(block.id, block.name, block.input))
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(block.get("text") or "")
+            if kind == "tool_use":
+                ids.append(block["id"])
+            if kind == "tool_use" and self.tool_mode and block["name"] == FINAL_TOOL:
+                data = block["input"]
+            elif kind == "tool_use":
+                calls.append(ToolCall(block["id"], block["name"], block["input"]))
         text = "".join(texts)
         self.pending = []
         if data is not None:
             text = json.dumps(data, ensure_ascii=False)
             calls = []  # the answer is given; other calls in the same turn are not run
             self.pending = ids
-        u = msg.usage
-        read = u.cache_read_input_tokens or 0
-        write = u.cache_creation_input_tokens or 0
-        return Turn(text, calls, data, u.input_tokens + read + write, u.output_tokens, read,
-                    write, msg.model, msg.stop_reason,
+        u = msg.get("usage") or {}
+        read = u.get("cache_read_input_tokens") or 0
+        write = u.get("cache_creation_input_tokens") or 0
+        return Turn(text, calls, data, (u.get("input_tokens") or 0) + read + write,
+                    u.get("output_tokens") or 0, read, write, msg.get("model"),
+                    msg.get("stop_reason"),
                     {"role": "assistant", "content": kept or [{"type": "text", "text": ""}]})
 
     def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
@@ -210,6 +306,19 @@ class ClaudeProvider:
     def __init__(self, client: anthropic.Anthropic, timeout: float | None) -> None:
         self.client = client
         self.timeout = timeout
+
+    def stream_messages(self, messages: list[Any], params: dict[str, Any],
+                        timeout: float) -> httpx2.Response:
+        """POST a streamed Messages request as `client.messages.stream` does (the same body,
+        headers, auth, timeout and error mapping); the raw response, its body not yet read
+        (the caller closes it). podium reads the events itself (_Message): the SDK's stream
+        builds and accumulates a typed object per event, most of its CPU per call."""
+        body = {k: v for k, v in params.items() if k != "extra_body"}
+        body.update(messages=messages, stream=True)
+        body.update(params.get("extra_body") or {})
+        options: Any = {"headers": _STREAM_HEADERS, "timeout": timeout}
+        return self.client.post("/v1/messages", cast_to=httpx2.Response, body=body,
+                                options=options, stream=True)
 
     def open_session(self, request: AgentRequest) -> ClaudeSession:
         return ClaudeSession(self, request)
