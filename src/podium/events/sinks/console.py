@@ -60,6 +60,10 @@ class ConsoleSink:
 
         self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
                                force_terminal=color, no_color=color is False, soft_wrap=True)
+        # no colour (a file, a pipe, NO_COLOR): a line is its text as rich would lay it out,
+        # written without rich's rendering (segments, styles, buffer), which cost a `set`
+        # step a fifth of its time at -q (docs/performance.md)
+        self._plain = self.console.color_system is None and not self.console.is_jupyter
         self.verbosity = verbosity
         self._nested = False
         self.after_start = list(after_start or [])  # lines printed after the run's first line
@@ -93,7 +97,14 @@ class ConsoleSink:
             text.append("  │ ", style="dim")
         for content, style in parts:
             text.append(content, style=style)
-        self.console.print(text)
+        if not self._plain:
+            self.console.print(text)
+            return
+        console = self.console
+        lines = text.wrap(console, console.width, justify="default", overflow="ignore",
+                          no_wrap=True, tab_size=console.tab_size or 8)
+        console.file.write("\n".join(line.plain for line in lines) + "\n")
+        console.file.flush()
 
     def handle(self, event: Event) -> None:
         self._nested = event.parent_run_id is not None
