@@ -101,8 +101,13 @@ class ConsoleSink:
             self.console.print(text)
             return
         console = self.console
-        lines = text.wrap(console, console.width, justify="default", overflow="ignore",
-                          no_wrap=True, tab_size=console.tab_size or 8)
+        plain = text.plain
+        # the width only trims whitespace past it at a line's end: ask for it (a terminal size
+        # look-up each time) only when a line ends in whitespace
+        width = console.width if any(line[-1:].isspace() for line in plain.split("\n")) \
+            else len(plain) + 1
+        lines = text.wrap(console, width, justify="default", overflow="ignore", no_wrap=True,
+                          tab_size=console.tab_size or 8)
         console.file.write("\n".join(line.plain for line in lines) + "\n")
         console.file.flush()
 
