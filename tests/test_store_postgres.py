@@ -224,3 +224,27 @@ def test_handles_numbering_at_once_keep_seqs_one_to_n(pg_url: str) -> None:
     finally:
         for h in handles:
             h.close()
+
+
+def test_dropped_connections_are_replaced(pg_url: str, pg_server: PgServer) -> None:
+    """The server ends every connection (a restart, a failover): the store's pool and the
+    console's reader connect again instead of failing the run."""
+    from podium.store.pgconn import PgReader
+
+    store = PostgresStore(pg_url)
+    reader = PgReader(pg_url)
+    try:
+        store.create_run(_record("r1"))
+        assert reader.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+        database = pg_url.rsplit("/", 1)[1]
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            ended = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM "
+                                  "pg_stat_activity WHERE datname = %s", (database,)).fetchone()
+        assert ended is not None
+        assert ended[0] >= 2
+        store.update_run("r1", status="failed")
+        assert store.get_run("r1").status == "failed"
+        assert reader.execute("SELECT status FROM runs").fetchone() == ("failed",)
+    finally:
+        reader.close()
+        store.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -74,7 +75,7 @@ class PostgresStore:
         pgconn.require_psycopg()
         self.url = url
         self.where = pgconn.display_url(url)
-        self.folder = folder or Path.home() / ".podium"
+        self.folder = folder or Path(os.environ.get("PODIUM_HOME") or Path.home() / ".podium")
         self._lock = threading.RLock()
         self._pending: dict[str, _Pending] = {}
         self._closed = False
