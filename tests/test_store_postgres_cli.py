@@ -18,7 +18,7 @@ import pytest
 
 from helpers_engine import EXAMPLES, cli_env, podium_argv, wait_until, write
 from pg_server import PgServer
-from test_durable_cli import GATE_WF, SLOW_PY, SLOW_WF
+from test_durable_cli import GATE_WF, PARALLEL_WF, SLOW_PY, SLOW_WF
 
 TIMEOUT = 90.0
 
@@ -142,6 +142,16 @@ def test_a_parked_gate_is_listed_answered_and_resumed(pg: Pg) -> None:
     events = pg.events(run_id)
     _consecutive(events)
     assert [e["type"] for e in events].count("run_started") == 2
+
+
+def test_a_parallel_group_parks_and_resumes_to_the_same_output(pg: Pg) -> None:
+    """A group's members run in threads of one process and commit through one handle."""
+    wf = write(pg.root, PARALLEL_WF)
+    straight = _json(pg("run", wf, "--skip-gates"))
+    assert pg("run", wf).returncode == 5
+    (parked,) = [r["id"] for r in pg.runs() if r["status"] == "waiting"]
+    assert _json(pg("gate", "answer", parked, "yes")) == straight
+    _consecutive(pg.events(parked))
 
 
 def test_stop_interrupts_a_run_on_postgres_and_it_resumes(pg: Pg) -> None:
