@@ -182,6 +182,9 @@ def test_a_gate_waits_for_podium_gate_answer(tmp_path: Path, server: DevServer, 
         parked.stderr
     listed = run_cli(home, "runs")
     assert any(run_id in line and "waiting" in line for line in listed.stdout.splitlines())
+    resumed = run_cli(home, "resume", run_id)  # its workflow waits: nothing runs it here
+    assert resumed.returncode == 2
+    assert "runs on Temporal workers" in resumed.stderr
     answered = run_cli(home, "gate", "answer", run_id, "accept")
     assert answered.returncode == 0, answered.stderr
     assert wait_until(lambda: _runs_by_id(home)[run_id]["status"] == "success", timeout=30)

@@ -145,6 +145,11 @@ def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
     """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
     from `req.from_step`. RunOwned (exit 2) when a live process advances it."""
     root = root_of(store, store.find_run(run_id))
+    if (root.options or {}).get("executor") == "temporal" and \
+            root.status in ("running", "waiting"):
+        raise Refused(f"run {root.id} runs on Temporal workers, whose workflow goes on by "
+                      f"itself: answer its gate with podium gate answer {root.id} VALUE, stop "
+                      f"it with podium stop {root.id}", kind="conflict")
     if req.guidance:  # queued before the run goes on: its first agent step takes it in
         from podium.app.guidance import checked
 

@@ -393,25 +393,24 @@ class Member:
     extra: dict[str, Any] | None
 
 
-def find_member(engine: Engine, group_name: str, label: str) -> Member:
-    """The member `label` of group `group_name` as the group would run it now (the engine's
-    state stands where the group started)."""
+def group_members(engine: Engine, group_name: str) -> dict[str, Member]:
+    """The members of group `group_name` by label, as the group would run them now (the
+    engine's state stands where the group started)."""
     counts = engine.state.step_counts
     if group_name in engine.parallel:
-        step = engine.steps[label]
-        return Member(step, counts.get(step.name, 0) + 1, step.name, None)
+        steps = [engine.steps[m] for m in engine.parallel[group_name].agents]
+        return {s.name: Member(s, counts.get(s.name, 0) + 1, s.name, None) for s in steps}
     group = engine.for_each[group_name]
-    items = resolve_source(engine, group)
     step = group.agent
     base = counts.get(step.name, 0)
-    for i, item in enumerate(items):
+    found: dict[str, Member] = {}
+    for i, item in enumerate(resolve_source(engine, group)):
         key = _item_key(item, i, group.key_by)
-        if f"{step.name}[{key}]" == label:
-            extra = {group.as_: item, "_index": i}
-            if group.key_by:
-                extra["_key"] = key
-            return Member(step, base + i + 1, key, extra)
-    raise StepError(f"group '{group_name}' has no member '{label}' now", step=group_name)
+        extra = {group.as_: item, "_index": i}
+        if group.key_by:
+            extra["_key"] = key
+        found[f"{step.name}[{key}]"] = Member(step, base + i + 1, key, extra)
+    return found
 
 
 def run_member(engine: Engine, group_name: str, member: Member) -> str:

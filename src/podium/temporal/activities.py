@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
@@ -99,6 +99,7 @@ class _Kept:
 
     engine: Engine
     store: RunStore
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> label -> Member
 
 
 class Members:
@@ -109,14 +110,13 @@ class Members:
         self._kept: OrderedDict[tuple[str, int], _Kept] = OrderedDict()
         self._lock = threading.Lock()
         self._keep = keep
+        self._probe: RunStore | None = None  # reads where runs stand (one handle, kept)
 
     def _kept_for(self, run_id: str) -> _Kept:
         with self._lock:
-            probe = _store()
-            try:
-                cp = probe.latest_checkpoint(run_id)
-            finally:
-                probe.close()
+            if self._probe is None:
+                self._probe = _store()
+            cp = self._probe.latest_checkpoint(run_id)
             key = (run_id, cp.seq if cp is not None else 0)
             found = self._kept.get(key)
             if found is None:
@@ -131,7 +131,8 @@ class Members:
 
     def run(self, run_id: str, group: str, label: str, attempt: int,
             cancel: threading.Event) -> str:
-        from podium.engine.groups import find_member, run_member
+        from podium.engine.groups import group_members, run_member
+        from podium.errors import StepError
 
         kept = self._kept_for(run_id)
         if cancel.is_set():
@@ -140,7 +141,14 @@ class Members:
             done = self._committed(kept, group, label, attempt)
             if done is not None:
                 return done
-        return run_member(kept.engine, group, find_member(kept.engine, group, label))
+        with self._lock:
+            members = kept.members.get(group)
+            if members is None:
+                members = kept.members[group] = group_members(kept.engine, group)
+        member = members.get(label)
+        if member is None:
+            raise StepError(f"group '{group}' has no member '{label}' now", step=group)
+        return run_member(kept.engine, group, member)
 
     @staticmethod
     def _committed(kept: _Kept, group: str, label: str, attempt: int) -> str | None:
@@ -173,6 +181,9 @@ class Members:
                 kept.engine.services.providers.close()
                 kept.store.close()
             self._kept.clear()
+            if self._probe is not None:
+                self._probe.close()
+                self._probe = None
 
 
 def stop_commands(run_id: str) -> None:
@@ -250,11 +261,11 @@ class Activities:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.pool, work, *args)
         try:
-            while True:
-                activity.heartbeat()
+            while True:  # (a step done within BEAT costs no heartbeat at all)
                 done, _ = await asyncio.wait({future}, timeout=BEAT)
                 if done:
                     return future.result()
+                activity.heartbeat()
         except asyncio.CancelledError:
             if on_cancel is not None:
                 on_cancel()
