@@ -267,6 +267,30 @@ class RunStoreConformance:
         assert (cp.seq, cp.step, cp.next_step) == (6, "a", "b")
         assert cp.created_at == history[5].ts
 
+    def test_a_set_step_starts_and_ends_in_one_commit(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A set step only computes: its step_started waits for its checkpoint (one commit
+        per step), then the run row shows it as any step's start would have."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        raw: list[Event] = [
+            StepStarted(step="s", step_type="set", iteration=1, run_iteration=1),
+            StepFinished(step="s", step_type="set", iteration=1, elapsed=0.0, output=1),
+            RouteTaken(from_step="s", to_step="t", route_index=0, condition=None),
+            Checkpointed(step="s", next_step="t", run_iteration=1),
+            StepStarted(step="t", step_type="script", iteration=1, run_iteration=2)]
+        events = [_stamp(e, "r1", i) for i, e in enumerate(raw, 1)]
+        for event in events[:3]:
+            writer.append_event(event)
+        assert reader.events("r1") == []
+        writer.append_event(events[3])
+        assert [e["type"] for e in reader.events("r1")] == [
+            "step_started", "step_finished", "route_taken", "checkpoint"]
+        assert reader.get_run("r1").current_step == "s"
+        writer.append_event(events[4])  # any other step's start commits at once
+        assert len(reader.events("r1")) == 5
+        assert reader.get_run("r1").current_step == "t"
+
     def test_the_last_checkpoint_is_visible_only_with_the_end(
             self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
