@@ -181,23 +181,30 @@ def _resume_owned(store: RunStore, run: RunRecord, req: ResumeRequest,
 
 
 def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
-                   observers: list[Any], *, withdraw: bool = True
+                   observers: list[Any], *, withdraw: bool = True,
+                   loaded: dict[str, WorkflowFile] | None = None
                    ) -> tuple[Engine, str | None]:
     """The engine of a stored run as its last commit left it (or as it stood before
     `req.from_step`), and the node it goes on at: what resume runs, and what a Temporal
-    worker advances one node at a time. `withdraw`: a gate nobody answered is asked again."""
+    worker advances one node at a time. `withdraw`: a gate nobody answered is asked again.
+    `loaded`: workflows already loaded and checked, by path and hash (a worker's)."""
     from podium.app.workflows import load_valid
     from podium.engine.run import file_hash
 
     path = Path(run.workflow_path)
     if not path.is_file():
         raise WorkflowFileError(f"the workflow file of run {run.id} is gone: {path}")
-    if file_hash(path) != run.workflow_hash and not req.allow_changed:
+    digest = file_hash(path)
+    if digest != run.workflow_hash and not req.allow_changed:
         raise Refused(f"the workflow file changed since run {run.id} started ({path}); "
                       "resuming could mix two versions. Pass --allow-changed to resume anyway")
-    wf, code = load_valid(path)
+    wf = (loaded or {}).get(f"{path}\n{digest}")
     if wf is None:
-        raise Reported(code)
+        wf, code = load_valid(path)
+        if wf is None:
+            raise Reported(code)
+        if loaded is not None:
+            loaded[f"{path}\n{digest}"] = wf
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
     state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)

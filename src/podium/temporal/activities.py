@@ -40,13 +40,18 @@ def _store() -> RunStore:
     return store
 
 
+_LOADED: dict[str, Any] = {}  # workflows this worker loaded and checked, by path and hash
+
+
 def _engine_of(store: RunStore, run_id: str, *, withdraw: bool) -> tuple[Engine, str | None]:
     """The run's engine as its last commit left it (what `podium resume` would run)."""
     from podium.app.runs import ResumeRequest, rebuild_engine
 
     run = store.get_run(run_id)
+    if len(_LOADED) > 64:
+        _LOADED.clear()
     engine, start = rebuild_engine(store, run, ResumeRequest(run_id, interactive=False), [],
-                                   withdraw=withdraw)
+                                   withdraw=withdraw, loaded=_LOADED)
     timeout = engine.workflow.workflow.limits.timeout_seconds
     if timeout:  # the run's timeout counts from its start, whichever worker runs it
         left = timeout - (time.time() - run.created_at)

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from podium.app.remote import connect
+from podium.temporal.workflow import members_queue
 
 
 @dataclass
@@ -31,21 +32,26 @@ async def _serve(req: WorkerRequest) -> int:
     client = await connect(req.address, req.namespace)
     # what a script step may read to know which worker ran it (HOST:PID)
     os.environ["PODIUM_WORKER"] = f"{os.uname().nodename}:{os.getpid()}"
-    pool = ThreadPoolExecutor(max_workers=req.concurrency, thread_name_prefix="podium-act")
+    # steps and members have their own slots (req.concurrency each)
+    pool = ThreadPoolExecutor(max_workers=2 * req.concurrency,
+                              thread_name_prefix="podium-act")
     acts = Activities(pool)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # no eager activities: a group's members spread over every worker of the queue
-    worker = Worker(client, task_queue=req.task_queue, workflows=[PodiumRun],
-                    activities=[acts.advance, acts.member, acts.end],
-                    max_concurrent_activities=req.concurrency,
-                    disable_eager_activity_execution=True)
+    # A run's next step runs at once on the worker that decided it (eager activities, one
+    # round trip less per step); a group's members go to a queue of their own, which is never
+    # eager, so they spread over every worker.
+    steps = Worker(client, task_queue=req.task_queue, workflows=[PodiumRun],
+                   activities=[acts.advance, acts.end],
+                   max_concurrent_activities=req.concurrency)
+    members = Worker(client, task_queue=members_queue(req.task_queue),
+                     activities=[acts.member], max_concurrent_activities=req.concurrency)
     sys.stderr.write(f"podium worker: serving task queue '{req.task_queue}' of "
                      f"{req.address} (namespace {req.namespace}, {req.concurrency} at once)\n")
     sys.stderr.flush()
-    async with worker:
+    async with steps, members:
         await stop.wait()
         sys.stderr.write("podium worker: stopping\n")
     acts.members.close()

@@ -37,6 +37,11 @@ _OPTIONS: dict[str, Any] = {
 }
 
 
+def members_queue(task_queue: str) -> str:
+    """The task queue of a group's members: never eager, so they spread over the workers."""
+    return f"{task_queue}.members"
+
+
 @workflow.defn(name="PodiumRun", sandboxed=False)
 class PodiumRun:
     def __init__(self) -> None:
@@ -89,6 +94,7 @@ class PodiumRun:
         """One activity per member, at most `max_concurrent` at once across all workers;
         with fail_fast, no member starts after one failed."""
         gate = asyncio.Semaphore(max(1, int(step["max_concurrent"])))
+        queue = members_queue(workflow.info().task_queue)
         failed = False
 
         async def one(label: str) -> None:
@@ -98,7 +104,8 @@ class PodiumRun:
                     return
                 try:
                     status = await workflow.execute_activity(
-                        MEMBER, args=[run_id, step["group"], label], **_OPTIONS)
+                        MEMBER, args=[run_id, step["group"], label], task_queue=queue,
+                        **_OPTIONS)
                 except ActivityError:
                     status = "failed"
                 failed = failed or status == "failed"
