@@ -62,7 +62,8 @@ class ConsoleSink:
                                force_terminal=color, no_color=color is False, soft_wrap=True)
         # no colour (a file, a pipe, NO_COLOR): a line is its text as rich would lay it out,
         # written without rich's rendering (segments, styles, buffer), which cost a `set`
-        # step a fifth of its time at -q (docs/performance.md)
+        # step a fifth of its time at -q (docs/performance.md); checked against rich by
+        # tests/test_console_plain.py
         self._plain = self.console.color_system is None and not self.console.is_jupyter
         self.verbosity = verbosity
         self._nested = False
@@ -90,24 +91,29 @@ class ConsoleSink:
             self.console.print()
 
     def _line(self, *parts: tuple[str, str | None]) -> None:
+        if self._nested:
+            parts = (("  │ ", "dim"), *parts)
+        if self._plain:
+            from rich.control import strip_control_codes
+
+            plain = strip_control_codes("".join(content for content, _ in parts))
+            # as rich lays it out (soft wrap): tabs expand, and whitespace past the width is
+            # trimmed at a line's end; a line with neither is its text
+            if "\t" not in plain and not any(line[-1:].isspace() for line in plain.split("\n")):
+                self.console.file.write(plain + "\n")
+                self.console.file.flush()
+                return
         from rich.text import Text
 
         text = Text()
-        if self._nested:
-            text.append("  │ ", style="dim")
         for content, style in parts:
             text.append(content, style=style)
         if not self._plain:
             self.console.print(text)
             return
         console = self.console
-        plain = text.plain
-        # the width only trims whitespace past it at a line's end: ask for it (a terminal size
-        # look-up each time) only when a line ends in whitespace
-        width = console.width if any(line[-1:].isspace() for line in plain.split("\n")) \
-            else len(plain) + 1
-        lines = text.wrap(console, width, justify="default", overflow="ignore", no_wrap=True,
-                          tab_size=console.tab_size or 8)
+        lines = text.wrap(console, console.width, justify="default", overflow="ignore",
+                          no_wrap=True, tab_size=console.tab_size or 8)
         console.file.write("\n".join(line.plain for line in lines) + "\n")
         console.file.flush()
 
