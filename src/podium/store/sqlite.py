@@ -97,6 +97,41 @@ def _defers(event: Event) -> bool:
 _INSTANT = frozenset({"set"})
 
 
+_RUN_UPDATE = ("UPDATE runs SET ", " WHERE id = ?")
+
+
+def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
+    """The writes of one transaction with a run's row updates joined into one UPDATE, placed
+    after the writes between them (nothing else in a transaction reads those columns: events
+    and checkpoints refer to the run by id only); an update that sets a column already set
+    closes the joined one first, so the later value still wins. A step commits four of them
+    (its start, its tokens, its iterations, the last seq)."""
+    head, tail = _RUN_UPDATE
+    groups: dict[str, tuple[list[str], list[Any], set[str]]] = {}
+    out: list[_Write | Event] = []
+
+    def close(run_id: str) -> None:
+        parts, params, _ = groups.pop(run_id)
+        out.append((head + ", ".join(parts) + tail, (*params, run_id)))
+
+    for w in writes:
+        if not (isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail)):
+            out.append(w)
+            continue
+        assignments = w[0][len(head):-len(tail)]
+        run_id = w[1][-1]
+        columns = {a.split("=", 1)[0].strip() for a in assignments.split(", ")}
+        if run_id in groups and groups[run_id][2] & columns:
+            close(run_id)
+        parts, params, seen = groups.setdefault(run_id, ([], [], set()))
+        parts.append(assignments)
+        params.extend(w[1][:-1])
+        seen |= columns
+    for run_id in list(groups):
+        close(run_id)
+    return out
+
+
 class SQLiteStore(LiveRows):
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
 
@@ -221,7 +256,7 @@ class SQLiteStore(LiveRows):
     def _flush(self, run_ids: list[str]) -> None:
         """Write these runs' pending writes in one transaction (all of them, or none)."""
         batches = [p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None]
-        writes = [w for p in batches for w in p.writes]
+        writes = _merged([w for p in batches for w in p.writes])
         if not writes:
             return
         self._write("BEGIN IMMEDIATE", ())
