@@ -98,6 +98,17 @@ _INSTANT = frozenset({"set"})
 
 
 _RUN_UPDATE = ("UPDATE runs SET ", " WHERE id = ?")
+_UPDATES: dict[str, tuple[str, frozenset[str]]] = {}  # a few constant statements
+
+
+def _parsed_update(sql: str) -> tuple[str, frozenset[str]]:
+    """A run-row UPDATE's assignments and the columns they set."""
+    hit = _UPDATES.get(sql)
+    if hit is None:
+        assignments = sql[len(_RUN_UPDATE[0]):-len(_RUN_UPDATE[1])]
+        hit = _UPDATES[sql] = (assignments, frozenset(
+            a.split("=", 1)[0].strip() for a in assignments.split(", ")))
+    return hit
 
 
 def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
@@ -118,9 +129,8 @@ def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
         if not (isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail)):
             out.append(w)
             continue
-        assignments = w[0][len(head):-len(tail)]
+        assignments, columns = _parsed_update(w[0])
         run_id = w[1][-1]
-        columns = {a.split("=", 1)[0].strip() for a in assignments.split(", ")}
         if run_id in groups and groups[run_id][2] & columns:
             close(run_id)
         parts, params, seen = groups.setdefault(run_id, ([], [], set()))
