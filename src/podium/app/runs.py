@@ -289,6 +289,9 @@ def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
     state = fold_events([e for e in events if e["type"] == "run_started"][:1],
                         default_max=default_max)
     state.inputs = dict(run.inputs)
+    granted = granted_after(events, 0)  # a grant given before the first step keeps too
+    if granted is not None:
+        state.max_iterations = max(state.max_iterations, granted)
     return state, wf.workflow.entry_point, None
 
 
