@@ -46,9 +46,9 @@ def _engine(path: Path, store: object | None) -> object:
     engine = Engine(wf, path, inputs={}, providers=ProviderRegistry(),
                     answerer=ChainAnswerer([]))
     engine.bus.add(MemorySink())
-    if store is not None:
-        engine.bus.add(store)  # type: ignore[arg-type]
-        engine.checkpointer = store  # type: ignore[assignment]
+    if store is not None:  # wired as app/launch.py's make_engine wires it
+        engine.bus.add_committer(store)  # type: ignore[attr-defined]
+        engine.checkpoints = True  # a checkpoint after every step: the step's commit point
     return engine
 
 
