@@ -148,8 +148,11 @@ def test_a_fan_out_spreads_over_the_workers_within_max_concurrent(
     queue, started = workers
     stub = Stub(hold=True)
     try:
-        wf = fan_out_flow(tmp_path, stub.port, items=8, max_concurrent=3)
-        proc = _start_temporal(home, server, queue, wf)
+        # 8 items past max_iterations 5: a scripted person grants 10 more, once
+        wf = fan_out_flow(tmp_path, stub.port, items=8, max_concurrent=3,
+                          limits="{max_iterations: 5}")
+        grants = write(tmp_path, "iteration_limit: [10]\n", "grants.yaml")
+        proc = _start_temporal(home, server, queue, wf, "--responses", grants)
         # each worker takes 2 activities at most: 3 at once needs both of them
         assert stub.wait_for(lambda: stub.now >= 3), stub.calls
         stub.release.set()
@@ -164,9 +167,11 @@ def test_a_fan_out_spreads_over_the_workers_within_max_concurrent(
     pids = {w.split(":")[-1] for w in stub.workers.values()}
     assert pids == {str(w.pid) for w in started}
     run_id = _run_id(err)
-    labels = [e["step"] for e in _events(home, run_id)
+    events = _events(home, run_id)
+    labels = [e["step"] for e in events
               if e["type"] == "step_finished" and e.get("group") == "fan"]
     assert sorted(labels) == sorted(f"one[{i}]" for i in range(8))
+    assert [e["new_maximum"] for e in events if e["type"] == "limit_resolved"] == [15]
 
 
 def test_a_gate_waits_for_podium_gate_answer(tmp_path: Path, server: DevServer, home: Path,
