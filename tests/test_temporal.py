@@ -200,6 +200,64 @@ def test_a_gate_waits_for_podium_gate_answer(tmp_path: Path, server: DevServer, 
     assert json.loads(shown.stdout)["run"]["status"] == "success"
 
 
+GATED_ITEM = """
+workflow:
+  name: gated-item
+  entry_point: ask
+  input:
+    n: {type: number}
+agents:
+  - name: ask
+    type: human_gate
+    prompt: "Keep item {{ workflow.input.n }}?"
+    options:
+      - {label: Keep, value: keep, route: $end}
+output:
+  kept: "{{ workflow.input.n }}"
+"""
+
+GATED_FAN = """
+workflow:
+  name: gated-fan
+  entry_point: fan
+  input:
+    items: {type: array, default: [7]}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: n
+    max_concurrent: 2
+    agent: {name: one, type: workflow, workflow: item.yaml, input_mapping: {n: "{{ n }}"}}
+agents: []
+output:
+  kept: "{{ fan.outputs | map(attribute='kept') | list | tojson }}"
+"""
+
+
+def test_a_member_waiting_at_a_gate_parks_the_run(tmp_path: Path, server: DevServer,
+                                                  home: Path,
+                                                  workers: tuple[str, list[Worker]]) -> None:
+    """A fanned-out member's sub-workflow reaches a gate: the run waits (exit 5); once
+    answered, the member goes on from its gate and the group completes."""
+    queue, _ = workers
+    write(tmp_path, GATED_ITEM, "item.yaml")
+    wf = write(tmp_path, GATED_FAN, "fan.yaml")
+    parked = _run_temporal(home, server, queue, wf)
+    assert parked.returncode == 5, parked.stderr
+    run_id = _run_id(parked.stderr)
+    assert f"waiting for a person to answer gate 'ask': podium gate answer {run_id}" in \
+        parked.stderr
+    answered = run_cli(home, "gate", "answer", run_id, "keep")
+    assert answered.returncode == 0, answered.stderr
+    assert wait_until(lambda: _runs_by_id(home)[run_id]["status"] == "success", timeout=30)
+    assert json.loads(_runs_by_id(home)[run_id]["output"]) == {"kept": [7]}
+    events = _events(home, run_id)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    started = [e for e in events if e["type"] == "step_started" and e["step"] == "fan"]
+    assert len(started) == 1
+
+
 def _runs_by_id(home: Path) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in _runs(home)}
 

@@ -268,8 +268,10 @@ class Engine:
         state = self.state
         step_type = _node_type(step)
         iteration = state.step_counts.get(step.name, 0) + 1
-        if self.fan_out != "gather" or step_type not in ("parallel", "for_each"):
-            # (a group gathered after its members ran elsewhere has started already)
+        if self.fan_out is None or step_type not in ("parallel", "for_each") or (
+                self.fan_out == "raise" and step.name not in self.carried):
+            # (a group gathered, or handed out again, after members ran elsewhere has
+            # started already: a second step_started would hide them from its resume)
             self.bus.emit(StepStarted(step=step.name, step_type=step_type,
                                       iteration=iteration,
                                       run_iteration=state.run_iteration + 1))

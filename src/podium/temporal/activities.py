@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
 
-from podium.temporal.workflow import ADVANCE, END, MEMBER
+from podium.temporal.workflow import ADVANCE, END, MEMBER, PARK
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult
@@ -218,6 +218,33 @@ def stop_commands(run_id: str) -> None:
             continue
 
 
+def park_run(run_id: str) -> dict[str, Any]:
+    """A member of the run's group waits at a gate (its sub-workflow's): the run waits, as a
+    local run parks then (run_finished waiting, exit 5), until the gate is answered."""
+    from podium import exitcodes
+    from podium.app.runs import family
+    from podium.clock import SystemClock
+    from podium.events.bus import EventBus
+    from podium.events.model import RunFinished
+
+    store = _store()
+    try:
+        run = store.get_run(run_id)
+        gates = [g for rid in family(store, run_id) for g in store.gates(run_id=rid,
+                                                                          status="open")]
+        step = gates[-1].step if gates else run.current_step
+        bus = EventBus(run_id, SystemClock())
+        bus.add_committer(store)
+        bus.emit(RunFinished(status="waiting", step=step, message=(
+            f"waiting for a person to answer gate '{step}': podium gate answer {run_id} "
+            "VALUE"), elapsed=time.time() - run.created_at, iterations=run.iterations,
+            exit_code=exitcodes.WAITING))
+        store.commit()
+        return {"kind": "waiting"}
+    finally:
+        store.close()
+
+
 def end_run(run_id: str, status: str, message: str | None = None,
             exit_code: int | None = None) -> dict[str, Any]:
     """Record the end of a run its workflow ended (cancelled: interrupted; its timeout:
@@ -294,6 +321,10 @@ class Activities:
         return await self._beating(self.members.run, run_id, group, label, attempt, cancel,
                                    cancel=cancel,
                                    on_cancel=lambda: self.members.cancel(run_id))
+
+    @activity.defn(name=PARK)
+    async def park(self, run_id: str) -> dict[str, Any]:
+        return await self._beating(park_run, run_id)
 
     @activity.defn(name=END)
     async def end(self, run_id: str, status: str) -> dict[str, Any]:

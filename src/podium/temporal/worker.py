@@ -44,7 +44,7 @@ async def _serve(req: WorkerRequest) -> int:
     # round trip less per step); a group's members go to a queue of their own, which is never
     # eager, so they spread over every worker.
     steps = Worker(client, task_queue=req.task_queue, workflows=[PodiumRun],
-                   activities=[acts.advance, acts.end],
+                   activities=[acts.advance, acts.park, acts.end],
                    max_concurrent_activities=req.concurrency)
     members = Worker(client, task_queue=members_queue(req.task_queue),
                      activities=[acts.member], max_concurrent_activities=req.concurrency)

@@ -25,6 +25,7 @@ from temporalio.workflow import ActivityCancellationType
 ADVANCE = "podium.advance"
 MEMBER = "podium.member"
 END = "podium.end"
+PARK = "podium.park"
 
 # A step may take hours (an agent, a script); the heartbeat says it is alive meanwhile.
 _OPTIONS: dict[str, Any] = {
@@ -84,23 +85,27 @@ class PodiumRun:
             if kind == "waiting":  # days, if need be: no timeout but the run's own
                 await workflow.wait_condition(functools.partial(self._answered_since, before))
             elif kind == "fan_out":
-                await self._fan_out(run_id, step)
+                if await self._fan_out(run_id, step):  # a member waits for a person
+                    await workflow.execute_activity(PARK, args=[run_id], **_OPTIONS)
+                    await workflow.wait_condition(functools.partial(self._answered_since,
+                                                                    before))
+                    continue  # its members not done yet are handed out again
                 mode = "gather"  # the group is aggregated from what its members committed
 
     def _answered_since(self, count: int) -> bool:
         return self._answers > count
 
-    async def _fan_out(self, run_id: str, step: dict[str, Any]) -> None:
+    async def _fan_out(self, run_id: str, step: dict[str, Any]) -> bool:
         """One activity per member, at most `max_concurrent` at once across all workers;
-        with fail_fast, no member starts after one failed."""
+        with fail_fast, no member starts after one failed, and none after one parked at a
+        gate (as locally: the members in flight finish). True when one parked."""
         gate = asyncio.Semaphore(max(1, int(step["max_concurrent"])))
         queue = members_queue(workflow.info().task_queue)
-        failed = False
+        seen: set[str] = set()
 
         async def one(label: str) -> None:
-            nonlocal failed
             async with gate:
-                if failed and step["fail_fast"]:
+                if "parked" in seen or ("failed" in seen and step["fail_fast"]):
                     return
                 try:
                     status = await workflow.execute_activity(
@@ -108,6 +113,7 @@ class PodiumRun:
                         **_OPTIONS)
                 except ActivityError:
                     status = "failed"
-                failed = failed or status == "failed"
+                seen.add(status)
 
         await asyncio.gather(*(one(label) for label in step["members"]))
+        return "parked" in seen
