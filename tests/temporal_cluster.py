@@ -88,13 +88,14 @@ class Worker:
 
 
 def start_worker(home: Path, server: DevServer, queue: str, name: str,
-                 concurrency: int = 20, env: dict[str, str] | None = None) -> Worker:
+                 concurrency: int = 20, env: dict[str, str] | None = None,
+                 grace: float = 30) -> Worker:
     log = home / f"worker-{name}.log"
     home.mkdir(parents=True, exist_ok=True)
     fh = log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "podium", "worker", "--temporal", server.address,
-         "--task-queue", queue, "--concurrency", str(concurrency)],
+         "--task-queue", queue, "--concurrency", str(concurrency), "--grace", str(grace)],
         cwd=REPO_ROOT, env=cli_env(home, env), stdin=subprocess.DEVNULL, stdout=fh,
         stderr=subprocess.STDOUT, text=True)
     fh.close()

@@ -332,6 +332,33 @@ def test_a_worker_killed_in_a_fan_out_costs_only_its_members_in_flight(
     assert not any(e["reused"] for e in retried)
 
 
+def test_a_stopped_worker_hands_its_steps_in_flight_over(tmp_path: Path, server: DevServer,
+                                                         home: Path) -> None:
+    """SIGTERM: the worker takes no more work, gives its steps in flight --grace seconds,
+    then leaves them uncommitted (not failed): another worker runs them again."""
+    stub = Stub(hold=True)
+    first = start_worker(home, server, "grace", "grace-0", concurrency=4, grace=0.5)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
+        proc = _start_temporal(home, server, "grace", wf)
+        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        first.stop()
+        assert first.proc.returncode == 0
+        assert "will run again elsewhere" in first.log.read_text()
+        second = start_worker(home, server, "grace", "grace-1", concurrency=4)
+        stub.release.set()
+        out, err = proc.communicate(timeout=90)
+        second.stop()
+    finally:
+        stub.close()
+        first.stop()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": 1, "count": 2}
+    assert stub.calls == {"0": 2, "1": 2}
+    failed = [e for e in _events(home, _run_id(err)) if e["type"] == "step_failed"]
+    assert failed == []
+
+
 def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> None:
     dev = DevServer(tmp_path / "restart.db").start()
     stub = Stub(hold=True)

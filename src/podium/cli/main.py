@@ -193,6 +193,9 @@ def worker(
         "--namespace", metavar="NAME", help="The Temporal namespace.")] = "default",
     concurrency: Annotated[int, typer.Option(
         "--concurrency", metavar="N", help="Steps and group members at once.")] = 100,
+    grace: Annotated[float, typer.Option(
+        "--grace", metavar="SECONDS", help="On SIGTERM, how long steps in flight may finish; "
+        "those still running then run again on another worker.")] = 30.0,
 ) -> None:
     """Advance runs on Temporal: serve a task queue until SIGTERM or Ctrl-C.
 
@@ -210,7 +213,8 @@ def worker(
         raise typer.BadParameter("--concurrency must be at least 1")
     from podium.temporal.worker import WorkerRequest, run_worker
 
-    raise typer.Exit(run_worker(WorkerRequest(where, namespace, task_queue, concurrency)))
+    raise typer.Exit(run_worker(WorkerRequest(where, namespace, task_queue, concurrency,
+                                              max(0.0, grace))))
 
 
 @app.command()

@@ -286,12 +286,15 @@ class Activities:
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self.pool = pool
         self.members = Members()
+        self.running: set[asyncio.Future[Any]] = set()  # work on the pool, not done yet
 
     async def _beating(self, work: Callable[..., T], *args: Any,
                        cancel: threading.Event | None = None,
                        on_cancel: Callable[[], None] | None = None) -> T:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.pool, work, *args)
+        self.running.add(future)
+        future.add_done_callback(self.running.discard)
         try:
             while True:  # (a step done within BEAT costs no heartbeat at all)
                 done, _ = await asyncio.wait({future}, timeout=BEAT)
@@ -299,6 +302,8 @@ class Activities:
                     return future.result()
                 activity.heartbeat()
         except asyncio.CancelledError:
+            if activity.is_worker_shutdown():
+                raise  # the worker exits without committing it: it runs again elsewhere
             if on_cancel is not None:
                 on_cancel()
             if cancel is not None:
