@@ -52,6 +52,10 @@ def _engine_of(store: RunStore, run_id: str, *, withdraw: bool) -> tuple[Engine,
         _LOADED.clear()
     engine, start = rebuild_engine(store, run, ResumeRequest(run_id, interactive=False), [],
                                    withdraw=withdraw, loaded=_LOADED)
+    from podium.events.sinks.jsonl import JsonlSink
+
+    # no per-run JSONL copy: each worker would write its part, numbered by its own bus
+    engine.bus.sinks = [s for s in engine.bus.sinks if not isinstance(s, JsonlSink)]
     timeout = engine.workflow.workflow.limits.timeout_seconds
     if timeout:  # the run's timeout counts from its start, whichever worker runs it
         left = timeout - (time.time() - run.created_at)
