@@ -113,7 +113,7 @@ async def _follow(store: RunStore, run_id: str, handle: Any,
 
 
 async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
-                 where: Where) -> tuple[int, Outcome | None]:
+                 where: Where, started_ids: list[str]) -> tuple[int, Outcome | None]:
     from podium.app.preflight import check_providers
     from podium.app.remote import connect
     from podium.engine.run import file_hash, new_run_id
@@ -136,6 +136,7 @@ async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
             "temporal": {"address": where.address, "namespace": where.namespace,
                          "task_queue": where.task_queue, "workflow_id": run_id}}))
     started = time.monotonic()
+    started_ids.append(run_id)
     handle = await client.start_workflow(PodiumRun.run, {"run_id": run_id,
                                                          "timeout_seconds": timeout},
                                          id=run_id, task_queue=where.task_queue)
@@ -153,4 +154,13 @@ def run_on_temporal(store: RunStore, start: StartRequest, opts: LaunchOptions,
                     where: Where) -> tuple[int, Outcome | None]:
     """Start the run as a Temporal workflow and follow it to its end (or its first gate):
     the exit code, and how it ended (None when its workflow ended without saying)."""
-    return asyncio.run(_start(store, start, opts, where))
+    ids: list[str] = []
+    try:
+        return asyncio.run(_start(store, start, opts, where, ids))
+    except KeyboardInterrupt:  # Ctrl-C stops following, not the run
+        from podium import exitcodes
+
+        rid = ids[0] if ids else "RUN"
+        sys.stderr.write(f"\npodium run: stopped following run {rid}; it goes on on its "
+                         f"workers (podium show {rid}; podium stop {rid} cancels it)\n")
+        return exitcodes.INTERRUPTED, None
