@@ -188,23 +188,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     `req.from_step`), and the node it goes on at: what resume runs, and what a Temporal
     worker advances one node at a time. `withdraw`: a gate nobody answered is asked again.
     `loaded`: workflows already loaded and checked, by path and hash (a worker's)."""
-    from podium.app.workflows import load_valid
-    from podium.engine.run import file_hash
-
-    path = Path(run.workflow_path)
-    if not path.is_file():
-        raise WorkflowFileError(f"the workflow file of run {run.id} is gone: {path}")
-    digest = file_hash(path)
-    if digest != run.workflow_hash and not req.allow_changed:
-        raise Refused(f"the workflow file changed since run {run.id} started ({path}); "
-                      "resuming could mix two versions. Pass --allow-changed to resume anyway")
-    wf = (loaded or {}).get(f"{path}\n{digest}")
-    if wf is None:
-        wf, code = load_valid(path)
-        if wf is None:
-            raise Reported(code)
-        if loaded is not None:
-            loaded[f"{path}\n{digest}"] = wf
+    path, wf = _workflow_of(run, req, loaded)
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
     state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)
@@ -252,6 +236,31 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
                                                        f"resume run {run.id}")["o"]}
             engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
     return engine, start
+
+
+def _workflow_of(run: RunRecord, req: ResumeRequest, loaded: dict[str, WorkflowFile] | None
+                 ) -> tuple[Path, WorkflowFile]:
+    """The run's workflow file, loaded and checked, unless it changed since the run started
+    (Refused, but with --allow-changed) or is gone."""
+    from podium.app.workflows import load_valid
+    from podium.engine.run import file_hash
+
+    path = Path(run.workflow_path)
+    if not path.is_file():
+        raise WorkflowFileError(f"the workflow file of run {run.id} is gone: {path}")
+    digest = file_hash(path)
+    if digest != run.workflow_hash and not req.allow_changed:
+        raise Refused(f"the workflow file changed since run {run.id} started ({path}); "
+                      "resuming could mix two versions. Pass --allow-changed to resume anyway")
+    key = f"{path}\n{digest}"
+    wf = (loaded or {}).get(key)
+    if wf is None:
+        wf, code = load_valid(path)
+        if wf is None:
+            raise Reported(code)
+        if loaded is not None:
+            loaded[key] = wf
+    return path, wf
 
 
 def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
