@@ -51,6 +51,12 @@ def parsed_first(step_type: str, output: Any) -> Any:
     return ordered
 
 
+# events that print nothing at -q (verbosity 0), whatever they hold: most of a run's events,
+# let go before the type checks below
+_QUIET = frozenset({"step_started", "step_finished", "checkpoint", "prompt_rendered",
+                    "model_exchange"})
+
+
 class ConsoleSink:
     """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
 
@@ -118,8 +124,10 @@ class ConsoleSink:
         console.file.flush()
 
     def handle(self, event: Event) -> None:
-        self._nested = event.parent_run_id is not None
         v = self.verbosity
+        if v == 0 and event.type in _QUIET:
+            return
+        self._nested = event.parent_run_id is not None
         if isinstance(event, ModelDelta):
             if v >= 2:
                 self._stream(event)
