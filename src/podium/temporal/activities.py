@@ -306,8 +306,12 @@ class Activities:
                     return future.result()
                 activity.heartbeat()
         except asyncio.CancelledError:
-            if activity.is_worker_shutdown():
-                raise  # the worker exits without committing it: it runs again elsewhere
+            details = activity.cancellation_details()
+            if activity.is_worker_shutdown() or details is None or \
+                    not details.cancel_requested:
+                # not the run stopping: the worker exits without committing it, or its
+                # heartbeat timed out and it runs again elsewhere; its siblings go on
+                raise
             if on_cancel is not None:
                 on_cancel()
             if cancel is not None:
