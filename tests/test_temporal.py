@@ -330,6 +330,8 @@ def test_a_worker_killed_in_a_fan_out_costs_only_its_members_in_flight(
     retried = [e for e in _events(home, run_id) if e["type"] == "activity_retried"]
     assert sorted(e["step"] for e in retried) == [f"one[{i}]" for i in lost]
     assert not any(e["reused"] for e in retried)
+    for i in lost:  # and the terminal says so
+        assert f"one[{i}]: runs again (attempt 2)" in err
 
 
 def test_a_stopped_worker_hands_its_steps_in_flight_over(tmp_path: Path, server: DevServer,

@@ -76,7 +76,8 @@ def _described(result: RunResult) -> dict[str, Any]:
     return {"kind": "finished", "status": result.status, "exit_code": result.exit_code}
 
 
-def advance_one(run_id: str, mode: str, cancel: threading.Event) -> dict[str, Any]:
+def advance_one(run_id: str, mode: str, cancel: threading.Event,
+                attempt: int = 1) -> dict[str, Any]:
     """Run the run's next node (mode "raise": a group hands its members out) or aggregate
     the group its members finished (mode "gather"), committing it and its route."""
     from podium.app.launch import advance
@@ -97,6 +98,13 @@ def advance_one(run_id: str, mode: str, cancel: threading.Event) -> dict[str, An
         engine.announce = first or status == "waiting"  # started, or resumed after a gate
         engine.resumed = not first
         engine.services.cancel = cancel
+        if attempt > 1 and not first:  # it goes on from what the last attempt committed
+            from podium.events.model import ActivityRetried
+
+            engine.bus.emit(ActivityRetried(
+                step=start or "", activity=ADVANCE, attempt=attempt,
+                reason="its worker stopped heartbeating (killed, or cut off) before it "
+                "reported; the run goes on from its last commit"))
         return _described(advance(engine, store, start))
     finally:
         store.close()
@@ -324,7 +332,8 @@ class Activities:
     @activity.defn(name=ADVANCE)
     async def advance(self, run_id: str, mode: str) -> dict[str, Any]:
         cancel = threading.Event()
-        return await self._beating(advance_one, run_id, mode, cancel, cancel=cancel,
+        attempt = activity.info().attempt
+        return await self._beating(advance_one, run_id, mode, cancel, attempt, cancel=cancel,
                                    on_cancel=lambda: stop_commands(run_id))
 
     @activity.defn(name=MEMBER)

@@ -7,6 +7,7 @@ import json
 from typing import Any, TextIO
 
 from podium.events.model import (
+    ActivityRetried,
     BudgetExceeded,
     DialogFinished,
     DialogMessage,
@@ -185,6 +186,11 @@ class ConsoleSink:
             self._line(("    ↻ ", "yellow"),
                        (f"{event.step}: provider call failed{status}, retry {event.attempt}/"
                         f"{event.max_attempts} in {event.delay:.1f}s: {_short(event.error)}",
+                        "yellow"))
+        elif isinstance(event, ActivityRetried) and v >= 1:
+            what = "reused what it had committed" if event.reused else "runs again"
+            self._line(("    ↻ ", "yellow"),
+                       (f"{event.step}: {what} (attempt {event.attempt}): {event.reason}",
                         "yellow"))
         elif isinstance(event, ToolCalled) and v >= 2:
             mark = "✗" if event.is_error else "⚙"
