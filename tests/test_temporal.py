@@ -284,6 +284,32 @@ def test_podium_stop_cancels_the_workflow(tmp_path: Path, server: DevServer, hom
     assert (last["type"], last["status"]) == ("run_finished", "interrupted")
 
 
+def test_podium_stop_all_cancels_runs_on_temporal_too(tmp_path: Path, server: DevServer,
+                                                     home: Path,
+                                                     workers: tuple[str, list[Worker]]) -> None:
+    """`stop --all` (and `status`) know the runs that Temporal workers advance, not only those
+    of a local process."""
+    queue, _ = workers
+    stub = Stub(hold=True)
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
+        proc = _start_temporal(home, server, queue, wf)
+        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        run_id = next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan")
+        status = run_cli(home, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert run_id in status.stdout
+        stopped = run_cli(home, "stop", "--all", "--yes")
+        assert stopped.returncode == 0, stopped.stderr + stopped.stdout
+        assert run_id in stopped.stdout
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stub.close()
+    assert proc.returncode == 130, err
+    assert out == ""
+    assert _runs_by_id(home)[run_id]["status"] == "interrupted"
+
+
 def test_the_run_timeout_is_a_workflow_timer(tmp_path: Path, server: DevServer, home: Path,
                                              workers: tuple[str, list[Worker]]) -> None:
     """limits.timeout_seconds ends a run whose steps hang: status limit, exit code 4."""

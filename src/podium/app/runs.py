@@ -508,11 +508,19 @@ def run_metadata(run: RunRecord) -> dict[str, str]:
 
 
 def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
-    """The top-level runs a live process on this machine advances now, newest first."""
+    """The top-level runs that are advancing now and can be stopped from here, newest first:
+    those a live process on this machine advances, and those on Temporal workers (running, or
+    waiting for a person in their workflow), which `stop` cancels wherever they run."""
     host = this_host()
     out = []
-    for r, lv in list_runs(store, status="running", limit=10_000):
-        if r.parent_run_id is None and lv.live and lv.lease is not None \
-                and lv.lease.owner.host == host:
+    for r in store.list_runs(status=("running", "waiting"), limit=10_000):
+        if r.parent_run_id is not None:
+            continue
+        lv = liveness(store, r)
+        if not lv.live:
+            continue
+        if (r.options or {}).get("executor") == "temporal" or (
+                r.status == "running" and lv.lease is not None
+                and lv.lease.owner.host == host):
             out.append((r, lv))
     return out

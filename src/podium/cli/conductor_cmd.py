@@ -207,7 +207,7 @@ def start_in_background(req: RunRequest | Any, what: str = "run") -> int:
 
 
 def status_command(json_out: bool) -> int:
-    """The runs a live process on this machine advances now."""
+    """The runs advancing now: a live process's on this machine, or Temporal workers'."""
     from podium.app.home import open_store
     from podium.app.runs import live_runs, run_metadata
 
@@ -222,6 +222,7 @@ def status_command(json_out: bool) -> int:
                 "current_step": r.current_step, "pid": lv.lease.owner.pid if lv.lease else None,
                 "command": lv.lease.owner.command if lv.lease else None,
                 "started_at": r.created_at, "web": bool((r.options or {}).get("web")),
+                "temporal": (r.options or {}).get("temporal"), "status": r.status,
                 "metadata": run_metadata(r)} for r, lv in rows]
         if json_out:
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -231,8 +232,11 @@ def status_command(json_out: bool) -> int:
             return exitcodes.OK
         for row in out:
             age = int(now - float(str(row["started_at"])))
+            temporal = row["temporal"]
+            where = (f"on Temporal {temporal.get('address')} ({row['status']})"
+                     if isinstance(temporal, dict) else f"pid {row['pid']}")
             sys.stdout.write(f"{row['id']}  {row['workflow']}  step {row['current_step'] or '-'}"
-                             f"  pid {row['pid']}  {age}s" + ("  (console)" if row["web"] else "")
+                             f"  {where}  {age}s" + ("  (console)" if row["web"] else "")
                              + "\n")
         return exitcodes.OK
 

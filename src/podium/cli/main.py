@@ -354,7 +354,8 @@ def stop(
     run_id_opt: Annotated[str | None, typer.Option(
         "--run-id", help="The run id (as the argument).", metavar="RUN_ID")] = None,
     stop_all: Annotated[bool, typer.Option(
-        "--all", help="Every run a live process on this machine advances.")] = False,
+        "--all", help="Every run a live process on this machine advances, and every run "
+        "on Temporal workers.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Kill a run that has not stopped after --wait (SIGKILL); it "
         "resumes from its last checkpoint.")] = False,
