@@ -407,6 +407,33 @@ def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> N
     assert json.loads(out) == {"total": 1, "count": 2}
 
 
+def test_an_answer_the_server_missed_is_sent_again(tmp_path: Path, home: Path) -> None:
+    """The server is down when a person answers: the answer is kept and the command says so;
+    the same `gate answer` once the server is back tells the workflow, and the run ends."""
+    dev = DevServer(tmp_path / "answer.db").start()
+    worker = start_worker(home, dev, "resend", "resend", concurrency=2)
+    try:
+        wf = write(tmp_path, GATE)
+        parked = _run_temporal(home, dev, "resend", wf)
+        assert parked.returncode == 5, parked.stderr
+        run_id = _run_id(parked.stderr)
+        dev.stop()
+        missed = run_cli(home, "gate", "answer", run_id, "accept")
+        assert missed.returncode == 3, missed.stderr
+        assert "the answer is recorded" in missed.stderr
+        assert f"podium gate answer {run_id} accept" in missed.stderr
+        assert "Traceback" not in missed.stderr
+        assert _runs_by_id(home)[run_id]["status"] == "waiting"
+        dev.start()
+        again = run_cli(home, "gate", "answer", run_id, "accept")
+        assert again.returncode == 0, again.stderr
+        assert wait_until(lambda: _runs_by_id(home)[run_id]["status"] == "success", timeout=30)
+    finally:
+        worker.stop()
+        dev.stop()
+    assert json.loads(_runs_by_id(home)[run_id]["output"]) == {"selected": "accept"}
+
+
 def test_workers_share_a_postgresql_store(tmp_path: Path, server: DevServer,
                                           pg_url: str) -> None:
     """The same fan-out with the run store on PostgreSQL (PODIUM_STORE) for every process."""

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
@@ -344,6 +345,11 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
                 raise Refused(f"gate '{known[0].step}' was already answered", kind="conflict")
             raise Refused(f"run {run.id} has no gate {gate_id}", kind="missing")
     if not gates:
+        unsent = _answered_unsent(store, run)
+        if unsent is not None:  # its workflow never heard of the answer: tell it again
+            root, gate = unsent
+            _signal_answer(root, gate, str(gate.answer))
+            return Answered(gate, str(gate.answer), root, True)
         raise Refused(f"run {run.id} has no gate waiting for an answer (status: "
                       f"{liveness(store, run).status})", kind="conflict")
     gate = gates[-1]
@@ -355,11 +361,31 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
                       kind="conflict") from None
     root = root_of(store, store.get_run(gate.run_id))
     if (root.options or {}).get("executor") == "temporal":  # its workflow goes on with it
-        from podium.app.remote import signal_answer
-
-        signal_answer(root, gate.id)
+        _signal_answer(root, gate, value)
         return Answered(gate, answer, root, True)
     return Answered(gate, answer, root, liveness(store, root).live)
+
+
+def _answered_unsent(store: RunStore, run: RunRecord) -> tuple[RunRecord, GateRecord] | None:
+    """A run on Temporal still waiting at a gate that was answered (the answer is in the store
+    but the signal to its workflow failed): its root and that gate."""
+    root = root_of(store, run)
+    if (root.options or {}).get("executor") != "temporal" or root.status != "waiting":
+        return None
+    answered = [g for rid in family(store, root.id) for g in store.gates(run_id=rid,
+                                                                          status="answered")]
+    return (root, answered[-1]) if answered else None
+
+
+def _signal_answer(root: RunRecord, gate: GateRecord, value: str) -> None:
+    from podium.app.remote import TemporalUnreachable, signal_answer
+
+    try:
+        signal_answer(root, gate.id)
+    except TemporalUnreachable as exc:
+        raise TemporalUnreachable(f"{exc}; the answer is recorded: once the server answers, "
+                                  f"`podium gate answer {root.id} {quote(value)}` sends it "
+                                  "again") from None
 
 
 def _answer_value(gate: GateRecord, value: str, text: str | None
