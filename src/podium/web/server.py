@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -99,6 +100,14 @@ class ConsoleServer:
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}{path}#token={self.token}"
+
+    def catch_stops(self) -> None:
+        """From now on SIGTERM and Ctrl+C stop the console as a normal stop (exit 0), also
+        before uvicorn puts in its own handlers: a stop that comes right after the URL was
+        printed, while the server is still starting, is not a death by signal."""
+        assert self._server is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._server.handle_exit)
 
     def serve_forever(self) -> None:
         assert self._server is not None
@@ -206,6 +215,7 @@ def serve_command(host: str, port: int, allow_remote: bool, open_browser: bool |
                          + (" (pass --port 0 for a free port)" if port else "") + "\n")
         return exitcodes.RUNTIME_ERROR
     url = server.url()
+    server.catch_stops()
     sys.stdout.write(f"podium console: {url}\n")
     sys.stdout.flush()
     sys.stderr.write(f"podium: the token is kept in {server.token_path} (mode 0600); "
