@@ -43,3 +43,4 @@ def podium_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 from pg_server import pg_server, pg_url  # noqa: E402,F401  (a real PostgreSQL, on first use)
+from store_backends import store  # noqa: E402,F401  (either run store backend, for CLI tests)

@@ -18,6 +18,12 @@ integrity_check` is not ok, that lacks a run some `podium run` (or `fork`) annou
 keeps a run as running when no process runs it any more, or that holds a gate answer podium
 accepted but the run never took.
 
+The stress runs on both backends: on PostgreSQL (PODIUM_STORE names a database of the real
+server the tests start) for a shorter time, and the end checks what corresponds there to
+SQLite's integrity check (tests/store_backends.py PG_SOUNDNESS: every event of a known run,
+each run's events numbered 1..n, checkpoints at checkpoint events, no gate of an unknown run,
+no lease of a run that no process runs).
+
 The second test is the console-restart case made deterministic: a `run --web` run waits at its
 gate while other processes open and close the store alone; the answer must still reach it.
 
@@ -48,9 +54,11 @@ from typing import Any
 import pytest
 
 from helpers_engine import cli_env, podium_argv
+from store_backends import Store, pg_query, pg_soundness
 
 WORKERS = 8
 STRESS_SECONDS = 20.0
+PG_STRESS_SECONDS = 10.0  # the same mix on PostgreSQL, shorter (a 2-core machine runs both)
 COMMAND_TIMEOUT = 60.0  # a podium command still running after this has hung
 WEB_END_TIMEOUT = 30.0  # a `run --web` still running this long after its gate was answered
 PARKED_SECONDS = 6.0  # how long a worker leaves its `run --web` run waiting at its gate
@@ -66,7 +74,11 @@ WORKER_GRACE = 2 * COMMAND_TIMEOUT + 30
 # a run went on while its events could no longer be stored.
 FORBIDDEN = ("disk I/O error", "malformed", "database is locked", "is busy", "truncated",
              "Traceback", "not a SQLite database", "is corrupted", "cannot be used",
-             "sink SQLiteStore failed")
+             "sink SQLiteStore failed",
+             # PostgreSQL's: a statement podium could not make, two writers in a deadlock or
+             # a duplicate (two processes numbering one run's events), a run's events lost
+             "cannot write to the run store", "cannot read the run store", "deadlock",
+             "could not serialize", "duplicate key", "sink PostgresStore failed")
 
 # ------------------------------------------------------------------------------ workflows
 
@@ -334,6 +346,7 @@ class Worker:
         self.index: int = cfg["index"]
         self.home = Path(cfg["home"])
         self.flows = Path(cfg["flows"])
+        self.store_env: dict[str, str] = cfg.get("store_env") or {}
         self.until: float = cfg["until"]
         self.t0: float = cfg["t0"]
         self.rng = random.Random(cfg["seed"])
@@ -353,7 +366,7 @@ class Worker:
 
     def start(self, *args: str | Path) -> Command:
         return Command(subprocess.Popen(
-            podium_argv(*args), env=cli_env(self.home), cwd=self.flows,
+            podium_argv(*args), env=cli_env(self.home, self.store_env), cwd=self.flows,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             encoding="utf-8", errors="replace"))
 
@@ -634,8 +647,8 @@ class LiveConsole:
     (stopped, then started again on a new port) when asked: serve is one of the processes of
     the mix too."""
 
-    def __init__(self, home: Path, folder: Path) -> None:
-        self.home, self.folder = home, folder
+    def __init__(self, home: Path, folder: Path, env: dict[str, str]) -> None:
+        self.home, self.folder, self.env = home, folder, env
         self.lock = threading.Lock()  # held by each round of reads, and by a restart
         self.stopped = threading.Event()
         self.failures: list[str] = []
@@ -649,7 +662,7 @@ class LiveConsole:
         err_path = self.folder / f"serve{self.starts}.stderr"
         with err_path.open("wb") as err:
             proc = subprocess.Popen(podium_argv("serve", "--port", "0", "--no-open"),
-                                    env=cli_env(self.home), stdin=subprocess.DEVNULL,
+                                    env=cli_env(self.home, self.env), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=err, text=True,
                                     encoding="utf-8", errors="replace", start_new_session=True)
         assert proc.stdout is not None
@@ -747,18 +760,25 @@ def _store_rows(db_path: Path) -> tuple[list[tuple[str]], dict[str, str]]:
     return integrity, statuses
 
 
-def _lost_answers(db_path: Path) -> dict[str, list[tuple[str, str]]]:
+def _sqlite_query(db_path: Path) -> Any:
+    """A function that runs one query on the SQLite store at `db_path`: its rows."""
+    def query(sql: str) -> list[tuple[Any, ...]]:
+        db = sqlite3.connect(str(db_path), timeout=30)
+        try:
+            return db.execute(sql).fetchall()
+        finally:
+            db.close()
+    return query
+
+
+def _lost_answers(query: Any) -> dict[str, list[tuple[str, str]]]:
     """Answers podium accepted (a gate row holds one) that their run never took: by run, the
     (step, answer) pairs left over once each gate_answered event has claimed its own. These
-    workflows script no gate, so every gate_answered event comes from such an answer."""
-    db = sqlite3.connect(str(db_path), timeout=30)
-    try:
-        given = db.execute("SELECT run_id, step, answer FROM gates "
-                           "WHERE answer IS NOT NULL").fetchall()
-        taken = [(rid, json.loads(body)) for rid, body in db.execute(
-            "SELECT run_id, body FROM events WHERE type = 'gate_answered'").fetchall()]
-    finally:
-        db.close()
+    workflows script no gate, so every gate_answered event comes from such an answer.
+    `query`: a function running one SQL text on the store (either backend)."""
+    given = query("SELECT run_id, step, answer FROM gates WHERE answer IS NOT NULL")
+    taken = [(rid, json.loads(body)) for rid, body in query(
+        "SELECT run_id, body FROM events WHERE type = 'gate_answered'")]
     left = Counter((rid, step, answer) for rid, step, answer in given)
     left.subtract(Counter((rid, e["step"], e["selected"]) for rid, e in taken))
     lost: dict[str, list[tuple[str, str]]] = {}
@@ -767,32 +787,55 @@ def _lost_answers(db_path: Path) -> dict[str, list[tuple[str, str]]]:
     return {rid: pairs for rid, pairs in lost.items() if pairs}
 
 
+def _sound_store(store: Store, home: Path) -> tuple[list[str], dict[str, str], Any]:
+    """What is wrong with the store once every process has left it (SQLite: its integrity
+    check; PostgreSQL: PG_SOUNDNESS, and any lease left, since no process runs a run now),
+    the status of every run in it, and a function that queries it."""
+    if store.url is None:
+        integrity, statuses = _store_rows(home / "podium.db")
+        wrong = [] if integrity == [("ok",)] else [f"PRAGMA integrity_check: {integrity[:20]}"]
+        return wrong, statuses, _sqlite_query(home / "podium.db")
+    url = store.url
+
+    def query(sql: str) -> list[tuple[Any, ...]]:
+        return pg_query(url, sql)
+
+    wrong = [f"PostgreSQL store: {w}" for w in pg_soundness(url)]
+    if leases := query("SELECT run_id, pid, command FROM leases"):
+        wrong.append(f"leases left when no process runs a run: {leases[:10]}")
+    return wrong, {str(rid): str(s) for rid, s in query("SELECT id, status FROM runs")}, query
+
+
 @pytest.mark.timeout(240)
-def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path) -> None:
+def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path,
+                                                                store: Store) -> None:
+    """The stress on either backend (on PostgreSQL for PG_STRESS_SECONDS)."""
+    seconds = PG_STRESS_SECONDS if store.is_pg else STRESS_SECONDS
     home, flows, logs = tmp_path / "home", tmp_path / "flows", tmp_path / "logs"
     flows.mkdir()
     logs.mkdir()
     for name, text in FLOWS.items():
         (flows / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
 
-    console = LiveConsole(home, tmp_path)
+    console = LiveConsole(home, tmp_path, store.env)
     polling = threading.Thread(target=console.poll, name="console-poller", daemon=True)
     workers: list[subprocess.Popen[bytes]] = []
     t0 = time.time()
-    until = t0 + STRESS_SECONDS
+    until = t0 + seconds
     try:
         polling.start()
         for i in range(WORKERS):
             cfg = {"index": i, "home": str(home), "flows": str(flows), "until": until,
-                   "t0": t0, "seed": 1000 + i, "log": str(logs / f"worker{i}.jsonl")}
+                   "t0": t0, "seed": 1000 + i, "log": str(logs / f"worker{i}.jsonl"),
+                   "store_env": store.env}
             (logs / f"worker{i}.json").write_text(json.dumps(cfg), encoding="utf-8")
             with (logs / f"worker{i}.err").open("wb") as err:
                 workers.append(subprocess.Popen(
                     [sys.executable, __file__, "worker", str(logs / f"worker{i}.json")],
-                    env=cli_env(home), cwd=flows, stdin=subprocess.DEVNULL,
+                    env=cli_env(home, store.env), cwd=flows, stdin=subprocess.DEVNULL,
                     stdout=err, stderr=err, start_new_session=True))
         for at in RESTARTS:
-            console.stopped.wait(max(0.0, t0 + at * STRESS_SECONDS - time.time()))
+            console.stopped.wait(max(0.0, t0 + at * seconds - time.time()))
             console.restart(RESTART_DOWN)
         hung_workers = []
         for i, w in enumerate(workers):
@@ -826,11 +869,10 @@ def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path) 
     failures += [f"console: {f}" for f in console.failures[:20]]
 
     # ---- the store: sound, and holding every run a command announced
-    integrity, statuses = _store_rows(home / "podium.db")
-    if integrity != [("ok",)]:
-        failures.append(f"PRAGMA integrity_check: {integrity[:20]}")
+    wrong, statuses, query = _sound_store(store, home)
+    failures += wrong
     listed = subprocess.run(podium_argv("runs", "--format", "json", "--limit", "100000"),
-                            env=cli_env(home), stdin=subprocess.DEVNULL, capture_output=True,
+                            env=cli_env(home, store.env), stdin=subprocess.DEVNULL, capture_output=True,
                             text=True, encoding="utf-8", errors="replace", timeout=60,
                             check=False)
     in_listing: set[str] = set()
@@ -846,14 +888,14 @@ def test_eight_processes_for_twenty_seconds_leave_a_sound_store(tmp_path: Path) 
     left = {rid: s for rid, s in statuses.items() if s not in FINAL_STATUSES}
     if left:
         failures.append(f"runs that no process runs any more, left as: {left}")
-    if integrity == [("ok",)] and (lost := _lost_answers(home / "podium.db")):
+    if not wrong and (lost := _lost_answers(query)):
         failures.append(f"gate answers podium accepted that their run never took: {lost}")
     # The stress did what it says: every kind of command ran, on a live console.
     kinds = {e["kind"] for e in entries}
     if not kinds >= KINDS or console.requests < 10:
         failures.append(f"the stress did not run: no {sorted(KINDS - kinds)}, "
                         f"{console.requests} console requests")
-    summary = (f"{len(entries)} commands in {elapsed:.0f} s, {len(announced)} runs, "
+    summary = (f"{store.backend}: {len(entries)} commands in {elapsed:.0f} s, {len(announced)} runs, "
                f"{console.requests} console requests ({console.starts} consoles); kinds: "
                + ", ".join(f"{k} {sum(e['kind'] == k for e in entries)}"
                            for k in sorted(KINDS)))
