@@ -535,6 +535,28 @@ class RunStoreConformance:
         second.release_lease("r1", owner_b)
         assert first.lease("r1") is None
 
+    def test_a_lease_of_a_reused_pid_is_taken_but_not_one_of_a_live_process(
+            self, store: RunStore) -> None:
+        """With podium's own liveness check (owners.owner_alive): a lease whose pid now
+        belongs to another process (its start time differs) is taken over; the process
+        that took it keeps it against that dead owner, and the refusal is exit 2."""
+        from podium.app import owners
+
+        me = owners.this_process("resume")
+        other = Owner(me.pid, me.pid_start - 50.0, me.host, "run")  # a reused pid
+        store.create_run(_record("r"), other)
+        store.acquire_lease("r", me, owners.owner_alive)  # the dead owner's lease is taken
+        lease = store.lease("r")
+        assert lease is not None
+        assert lease.owner == me
+        with pytest.raises(RunOwned, match=f"pid {me.pid}") as info:
+            store.acquire_lease("r", other, owners.owner_alive)
+        assert info.value.exit_code == 2
+        assert store.heartbeat("r", me)
+        assert not store.heartbeat("r", other)
+        store.release_lease("r", me)
+        assert store.lease("r") is None
+
     # ------------------------------------------------------------------ under the engine
 
     def _workflow(self, folder: Path, text: str) -> Path:

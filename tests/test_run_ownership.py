@@ -8,6 +8,11 @@
   died (pid gone, pid reused, heartbeat stale) no longer owns it, and the run reads
   `interrupted`.
 - Bad store files get one clear line naming the path and are left as they were.
+
+The ownership cases through the CLI (a killed run reads interrupted, two resumes at once, a
+resume of a live run, an answer racing a resume) run on both backends (the `store` fixture:
+SQLite in PODIUM_HOME, or PODIUM_STORE naming a database on the real PostgreSQL server); the
+lease protocol itself is in tests/store_conformance.py. The rest is about the SQLite file.
 """
 
 from __future__ import annotations
@@ -23,13 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from helpers_engine import cli_env, podium_argv, wait_until, write
 from podium.app import owners
 from podium.store import files
-from podium.store.base import Lease, Owner, RunOwned, RunRecord
+from podium.store.base import Lease, Owner, RunRecord
 from podium.store.sqlite import SQLiteStore
+from store_backends import Store
 
 TIMEOUT = 60.0
 
@@ -126,27 +130,6 @@ def test_an_owner_is_alive_only_as_the_process_that_took_the_lease() -> None:
     assert not owners.owner_alive(_lease(elsewhere, now - owners.STALE - 1))
 
 
-def test_a_lease_is_taken_from_a_dead_owner_but_not_from_a_live_one(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "podium.db")
-    try:
-        me = owners.this_process("resume")
-        other = Owner(me.pid, me.pid_start - 50.0, me.host, "run")  # a reused pid
-        store.create_run(RunRecord("r", "w", "/w.yaml", "sha256:0", {}), other)
-        store.acquire_lease("r", me, owners.owner_alive)  # the dead owner's lease is taken
-        lease = store.lease("r")
-        assert lease is not None
-        assert lease.owner == me
-        with pytest.raises(RunOwned, match=f"pid {me.pid}") as info:
-            store.acquire_lease("r", other, owners.owner_alive)
-        assert info.value.exit_code == 2
-        assert store.heartbeat("r", me)
-        assert not store.heartbeat("r", other)
-        store.release_lease("r", me)
-        assert store.lease("r") is None
-    finally:
-        store.close()
-
-
 # ---------------------------------------------------------------------- through the CLI
 
 
@@ -176,23 +159,24 @@ def _podium(root: Path, *args: str | Path, env: dict[str, str] | None = None,
                             stderr=subprocess.PIPE, text=True, **popen)
 
 
-def _cli(root: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(podium_argv(*args), cwd=root, env=cli_env(root / "home"),
+def _cli(root: Path, *args: str | Path, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(podium_argv(*args), cwd=root, env=cli_env(root / "home", env),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
 
 
-def _runs(root: Path) -> list[dict[str, Any]]:
-    proc = _cli(root, "runs", "--format", "json")
+def _runs(root: Path, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    proc = _cli(root, "runs", "--format", "json", env=env)
     assert proc.returncode == 0, proc.stderr
     rows: list[dict[str, Any]] = json.loads(proc.stdout)
     return rows
 
 
-def _killed_at_slow(root: Path) -> str:
+def _killed_at_slow(root: Path, env: dict[str, str] | None = None) -> str:
     """A run SIGKILLed while its `slow` step runs: the id of that interrupted run."""
     wf = write(root, SLOW_WF)
-    proc = _podium(root, "run", wf, "-i", "hold=30")
+    proc = _podium(root, "run", wf, "-i", "hold=30", env=env)
     try:
         assert wait_until((root / "slow.log").exists, TIMEOUT)
         proc.send_signal(signal.SIGKILL)
@@ -201,30 +185,33 @@ def _killed_at_slow(root: Path) -> str:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    (row,) = _runs(root)
+    (row,) = _runs(root, env)
     return str(row["id"])
 
 
-def test_a_killed_run_reads_interrupted_and_says_how_to_resume(tmp_path: Path) -> None:
-    run_id = _killed_at_slow(tmp_path)
-    (row,) = _runs(tmp_path)
+def test_a_killed_run_reads_interrupted_and_says_how_to_resume(tmp_path: Path,
+                                                               store: Store) -> None:
+    env = store.env
+    run_id = _killed_at_slow(tmp_path, env)
+    (row,) = _runs(tmp_path, env)
     assert (row["status"], row["current_step"]) == ("interrupted", "slow")
-    listed = _cli(tmp_path, "runs")
+    listed = _cli(tmp_path, "runs", env=env)
     assert "interrupted" in listed.stdout
     assert f"podium resume {run_id}" in listed.stdout
-    shown = _cli(tmp_path, "show", run_id)
+    shown = _cli(tmp_path, "show", run_id, env=env)
     assert "· interrupted" in shown.stdout.splitlines()[0]
     assert f"podium resume {run_id}" in shown.stdout
-    data = json.loads(_cli(tmp_path, "show", run_id, "--format", "json").stdout)
+    data = json.loads(_cli(tmp_path, "show", run_id, "--format", "json", env=env).stdout)
     assert (data["run"]["status"], data["run"]["live"]) == ("interrupted", False)
-    assert _cli(tmp_path, "runs", "--status", "interrupted", "--format", "json").stdout.count(
-        run_id) == 1
+    assert _cli(tmp_path, "runs", "--status", "interrupted", "--format", "json",
+                env=env).stdout.count(run_id) == 1
 
 
-def test_two_resumes_at_once_advance_the_run_once(tmp_path: Path) -> None:
-    run_id = _killed_at_slow(tmp_path)
-    first = _podium(tmp_path, "resume", run_id)
-    second = _podium(tmp_path, "resume", run_id)
+def test_two_resumes_at_once_advance_the_run_once(tmp_path: Path, store: Store) -> None:
+    env = store.env
+    run_id = _killed_at_slow(tmp_path, env)
+    first = _podium(tmp_path, "resume", run_id, env=env)
+    second = _podium(tmp_path, "resume", run_id, env=env)
     outs = [p.communicate(timeout=TIMEOUT) for p in (first, second)]
     codes = sorted(p.returncode for p in (first, second))
     assert codes == [0, 2], outs
@@ -235,21 +222,23 @@ def test_two_resumes_at_once_advance_the_run_once(tmp_path: Path) -> None:
     assert "still running in another process (pid " in refused or "already finished" in \
         refused, refused
     assert (tmp_path / "slow.log").read_text().splitlines() == ["ran", "ran"]  # kill + once
-    (row,) = _runs(tmp_path)
+    (row,) = _runs(tmp_path, env)
     assert (row["status"], row["terminal"]) == ("success", "done")
-    events = json.loads("[" + ",".join(_cli(tmp_path, "events", run_id).stdout.split()) + "]")
+    events = json.loads("[" + ",".join(_cli(tmp_path, "events", run_id, env=env).stdout.split())
+                        + "]")
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert sum(e["type"] == "run_started" for e in events) == 2
 
 
-def test_a_resume_of_a_live_run_is_refused_naming_its_owner(tmp_path: Path) -> None:
+def test_a_resume_of_a_live_run_is_refused_naming_its_owner(tmp_path: Path,
+                                                            store: Store) -> None:
     wf = write(tmp_path, SLOW_WF)
-    proc = _podium(tmp_path, "run", wf, "-i", "hold=30")
+    proc = _podium(tmp_path, "run", wf, "-i", "hold=30", env=store.env)
     try:
         assert wait_until((tmp_path / "slow.log").exists, TIMEOUT)
-        (row,) = _runs(tmp_path)
+        (row,) = _runs(tmp_path, store.env)
         assert row["status"] == "running"
-        refused = _cli(tmp_path, "resume", row["id"])
+        refused = _cli(tmp_path, "resume", row["id"], env=store.env)
         assert refused.returncode == 2
         assert refused.stderr.count("\n") == 1
         assert f"pid {proc.pid}" in refused.stderr
@@ -395,29 +384,31 @@ agents:
 """
 
 
-def test_an_answer_racing_a_resume_is_used_or_refused_never_lost(tmp_path: Path) -> None:
+def test_an_answer_racing_a_resume_is_used_or_refused_never_lost(tmp_path: Path,
+                                                                 store: Store) -> None:
     """`resume` and `gate answer` at the same moment: either the answer lands first and the
     resumed run uses it, or the resume withdrew the gate first and the answer is refused
     (exit 2) and the run parks at it again; an accepted answer is never left unused."""
+    env = store.env
     wf = write(tmp_path, GATE_WF)
     for _ in range(5):
-        parked = _cli(tmp_path, "run", wf, "--json")
+        parked = _cli(tmp_path, "run", wf, "--json", env=env)
         assert parked.returncode == 5, parked.stderr
         run_id = json.loads(parked.stdout)["run_id"]
-        resume = _podium(tmp_path, "resume", run_id)
-        answer = _podium(tmp_path, "gate", "answer", run_id, "approved")
+        resume = _podium(tmp_path, "resume", run_id, env=env)
+        answer = _podium(tmp_path, "gate", "answer", run_id, "approved", env=env)
         (_, resume_err), (_, answer_err) = (resume.communicate(timeout=TIMEOUT),
                                             answer.communicate(timeout=TIMEOUT))
         assert "Traceback" not in resume_err + answer_err
         if answer.returncode == 2:
             assert "no gate waiting" in answer_err, answer_err
             assert resume.returncode == 5, resume_err  # it asked again and parks
-            again = _cli(tmp_path, "gate", "answer", run_id, "approved")
+            again = _cli(tmp_path, "gate", "answer", run_id, "approved", env=env)
             assert again.returncode == 0, again.stderr
         else:
             assert answer.returncode in (0, 5), answer_err
-        row = next(r for r in _runs(tmp_path) if r["id"] == run_id)
+        row = next(r for r in _runs(tmp_path, env) if r["id"] == run_id)
         assert (row["status"], row["terminal"]) == ("success", "released"), (
             row, resume_err, answer_err)
-        gates = _cli(tmp_path, "gate", "list")
+        gates = _cli(tmp_path, "gate", "list", env=env)
         assert run_id not in gates.stdout
