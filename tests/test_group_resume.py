@@ -1,6 +1,7 @@
 """A run killed inside a parallel or for-each group resumes without running, or recording,
 again the members that had finished: each member's events are in the store once. Real
-processes (`podium run`, SIGKILL, `podium resume`) on a real SQLite store."""
+processes (`podium run`, SIGKILL, `podium resume`) on each backend: a real SQLite store, and a
+database on the real PostgreSQL server the tests start (the `store` fixture)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from helpers_engine import cli_env, podium_argv, wait_until, write
+from store_backends import Store
 
 TIMEOUT = 60.0
 
@@ -67,29 +69,30 @@ def _responses(path: Path, case: str, slow_delay: float) -> Path:
     return path
 
 
-def _cli(root: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(podium_argv(*args), cwd=root, env=cli_env(root / "home"),
+def _cli(root: Path, *args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(podium_argv(*args), cwd=root, env=cli_env(root / "home", env),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
 
 
-def _events(root: Path, run_id: str) -> list[dict[str, Any]]:
-    proc = _cli(root, "events", run_id)
+def _events(root: Path, run_id: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    proc = _cli(root, "events", run_id, env=env)
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
-def _kill_once_started(root: Path, wf: Path, finished: list[str], *extra: str) -> str:
+def _kill_once_started(root: Path, wf: Path, finished: list[str], *extra: str,
+                       env: dict[str, str]) -> str:
     """Run `wf`, SIGKILL podium once every member of `finished` is committed; the run id."""
     proc = subprocess.Popen(podium_argv("run", wf, *extra), cwd=root,
-                            env=cli_env(root / "home"), stdin=subprocess.DEVNULL,
+                            env=cli_env(root / "home", env), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def committed() -> bool:
-            rows = json.loads(_cli(root, "runs", "--format", "json").stdout or "[]")
+            rows = json.loads(_cli(root, "runs", "--format", "json", env=env).stdout or "[]")
             if not rows:
                 return False
-            done = {e["step"] for e in _events(root, rows[0]["id"])
+            done = {e["step"] for e in _events(root, rows[0]["id"], env)
                     if e["type"] == "step_finished" and e.get("group")}
             return done >= set(finished)
 
@@ -100,7 +103,7 @@ def _kill_once_started(root: Path, wf: Path, finished: list[str], *extra: str) -
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    rows = json.loads(_cli(root, "runs", "--format", "json").stdout)
+    rows = json.loads(_cli(root, "runs", "--format", "json", env=env).stdout)
     assert rows[0]["status"] == "interrupted"
     return str(rows[0]["id"])
 
@@ -112,7 +115,8 @@ def _member_events(events: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
 
 @pytest.mark.parametrize("case", ["parallel", "for_each"])
 def test_members_that_finished_before_a_kill_are_not_run_or_recorded_again(
-        tmp_path: Path, case: str) -> None:
+        tmp_path: Path, case: str, store: Store) -> None:
+    env = store.env
     responses = tmp_path / "responses.json"
     if case == "parallel":
         wf = write(tmp_path, PARALLEL)
@@ -125,12 +129,12 @@ def test_members_that_finished_before_a_kill_are_not_run_or_recorded_again(
         labels = {f"i{n}": f"work[{n}]" for n in range(4)}
     _responses(responses, case, 60.0)
     run_id = _kill_once_started(tmp_path, wf, [labels[f] for f in fast], "--responses",
-                                responses, *extra)
+                                responses, *extra, env=env)
     _responses(responses, case, 0.0)  # the slow member answers at once from now on
-    resumed = _cli(tmp_path, "resume", run_id, "--json")
+    resumed = _cli(tmp_path, "resume", run_id, "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["status"] == "success"
-    events = _events(tmp_path, run_id)
+    events = _events(tmp_path, run_id, env)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     counts = _member_events(events)
     for member in fast:  # recorded once, not again by the resume
@@ -150,6 +154,6 @@ def test_members_that_finished_before_a_kill_are_not_run_or_recorded_again(
     outputs = group["output"]["outputs"]
     got = list(outputs.values()) if isinstance(outputs, dict) else outputs
     assert sorted(o["done"] for o in got) == sorted([*fast, slow])
-    shown = json.loads(_cli(tmp_path, "show", run_id, "--format", "json").stdout)
+    shown = json.loads(_cli(tmp_path, "show", run_id, "--format", "json", env=env).stdout)
     assert [s["step"] for s in shown["steps"]] == [(case == "parallel" and "fan") or "each",
                                                    "done"]
