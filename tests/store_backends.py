@@ -31,13 +31,19 @@ class Store:
         return f"Store({self.backend})"
 
 
+def make_store(request: pytest.FixtureRequest, backend: str) -> Store:
+    """The `backend` store for one test (for tests that pick their backends themselves)."""
+    if backend == "sqlite":
+        return Store("sqlite")
+    assert backend == "postgresql", backend
+    server: PgServer = request.getfixturevalue("pg_server")
+    return Store("postgresql", server.create_database())
+
+
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest) -> Store:
     """A SQLite store in the test's PODIUM_HOME, or a fresh database on the real PostgreSQL."""
-    if request.param == "sqlite":
-        return Store("sqlite")
-    server: PgServer = request.getfixturevalue("pg_server")
-    return Store("postgresql", server.create_database())
+    return make_store(request, request.param)
 
 
 def pg_query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

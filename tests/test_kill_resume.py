@@ -26,6 +26,11 @@ one extra time per kill that hit it after its side effect (the `post`, `selfkill
 points), and exactly once when the kill came before the side effect (`pre`). Every line in
 side.txt belongs to a committed execution, and the committed path and outputs equal the
 uninterrupted run's.
+
+On PostgreSQL (PODIUM_STORE names a database of the real server the tests start) a chosen
+set of the cases runs too, every kind of kill point among them: there `lock` and `firstwrite`
+hold an EXCLUSIVE lock on the store's tables (reads go on, writes wait) and the process is
+killed once the server shows its write waiting for that lock.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from typing import Any
 import pytest
 
 from helpers_engine import cli_env, podium_argv, wait_until
+from store_backends import Store, make_store, pg_query
 
 STEP_PY = '''
 """A test script step: side effect "<step>:<tag>" in side.txt, hooks, one JSON line."""
@@ -176,11 +182,26 @@ def _blocked_in_sqlite(pid: int) -> bool:
     return wchan in ("", "0") or "nanosleep" in wchan
 
 
+# The tables whose writes `lock` and `firstwrite` hold back on PostgreSQL (not `live`: a
+# running step's streamed text, which never waits for, nor stops, a run's writes).
+PG_TABLES = "runs, events, checkpoints, gates, leases"
+
+
+def _pg_write_waits(url: str) -> bool:
+    """Whether a session on the database waits for a lock (only podium's can: the test's own
+    session holds it)."""
+    return bool(pg_query(url, "SELECT 1 FROM pg_stat_activity WHERE datname = "
+                              "current_database() AND wait_event_type = 'Lock' AND "
+                              "pid <> pg_backend_pid()"))
+
+
 @dataclass
 class Lab:
-    """One case's folder: the workflow, the script, PODIUM_HOME, side.txt and the hooks."""
+    """One case's folder: the workflow, the script, PODIUM_HOME, side.txt and the hooks; the
+    run store is SQLite in PODIUM_HOME, or the PostgreSQL database `store` names."""
 
     root: Path
+    store: Store = field(default_factory=lambda: Store("sqlite"))
     run_id: str | None = None
     inflight: Counter[str] = field(default_factory=Counter)  # tag -> kills after its effect
     log: list[str] = field(default_factory=list)
@@ -200,7 +221,8 @@ class Lab:
         with (self.root / f"out{n}.txt").open("w") as out, \
                 (self.root / f"err{n}.txt").open("w") as err:
             return subprocess.Popen(
-                podium_argv(*args), cwd=self.root, env=cli_env(self.root / "home", env),
+                podium_argv(*args), cwd=self.root,
+                env=cli_env(self.root / "home", {**self.store.env, **(env or {})}),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
     def stderr(self) -> str:
@@ -211,6 +233,8 @@ class Lab:
         return (self.root / f"out{len(self.log) - 1}.txt").read_text()
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.store.url is not None:
+            return pg_query(self.store.url, sql, params)
         if not self.db.exists():
             return []
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
@@ -232,7 +256,15 @@ class Lab:
 
     @contextlib.contextmanager
     def write_lock(self) -> Any:
-        """Hold the store's write lock (podium's writes wait in SQLite's busy handler)."""
+        """Hold the store's write lock (podium's writes wait in SQLite's busy handler; on
+        PostgreSQL, for the tables' lock)."""
+        if self.store.url is not None:
+            import psycopg
+
+            with psycopg.connect(self.store.url, autocommit=True) as pg, pg.transaction():
+                pg.execute(f"LOCK TABLE {PG_TABLES} IN EXCLUSIVE MODE".encode())
+                yield
+            return
         con = sqlite3.connect(self.db, isolation_level=None, timeout=10)
         con.execute("BEGIN IMMEDIATE")
         try:
@@ -251,6 +283,21 @@ class Lab:
         pid = int(ready.read_text())
         ready.unlink()
         return pid
+
+    def write_waits(self, pid: int) -> bool:
+        """Whether podium (pid) waits for the store's write lock."""
+        if self.store.url is not None:
+            return _pg_write_waits(self.store.url)
+        return _blocked_in_sqlite(pid)
+
+    def wait_write_dropped(self, pid: int) -> None:
+        """Once podium was killed waiting for the write lock: on PostgreSQL, until the server
+        has cancelled the write it had sent (it checks every second that the client is there:
+        store/postgres.py), which otherwise would commit, the process dead, when the lock is
+        released. On SQLite a dead process's write never was anywhere but in the process."""
+        if self.store.url is not None:
+            assert wait_until(lambda: not self.write_waits(pid), TIMEOUT), \
+                "the write of a killed process still waits on the server"
 
     def _kill(self, proc: subprocess.Popen[str], script: int | None = None) -> None:
         proc.send_signal(signal.SIGKILL)
@@ -278,8 +325,9 @@ class Lab:
             with self.write_lock():
                 (self.root / "go").touch()
                 assert wait_until(lambda: not _alive(script), TIMEOUT)
-                assert wait_until(lambda: _blocked_in_sqlite(proc.pid), TIMEOUT)
+                assert wait_until(lambda: self.write_waits(proc.pid), TIMEOUT)
                 self._kill(proc)
+                self.wait_write_dropped(proc.pid)
         elif how == "pause":
             proc = self.start(*args, env={"FAULTS_PAUSE": "60"})
             assert wait_until(lambda: (self.events() or [{}])[-1].get("step") == "pause"
@@ -288,9 +336,10 @@ class Lab:
         elif how == "firstwrite":
             with self.write_lock():
                 proc = self.start(*args)
-                assert wait_until(lambda: _blocked_in_sqlite(proc.pid), TIMEOUT)
+                assert wait_until(lambda: self.write_waits(proc.pid), TIMEOUT)
                 # Blocked means: its first write waits. Reads before it went through.
                 self._kill(proc)
+                self.wait_write_dropped(proc.pid)
         else:
             raise AssertionError(point)
         self.find_run_id()
@@ -379,10 +428,19 @@ CASES: dict[str, list[str]] = {
 }
 
 
-@pytest.mark.parametrize("points", list(CASES.values()), ids=list(CASES))
-def test_killed_run_resumes_to_the_same_output(tmp_path: Path, points: list[str],
-                                               reference: dict[str, Any]) -> None:
-    lab = Lab(tmp_path)
+# The cases that run on PostgreSQL as well: each kind of kill point (pre, post, selfkill,
+# lock, pause, firstwrite), the same step killed twice, and many kills in one run.
+PG_CASES = ("init-after-effect", "work1-store-write", "grade1-selfkill", "work2-pre",
+            "resume-first-write", "same-step-twice", "many-kills")
+PARAMS = [pytest.param(points, "sqlite", id=name) for name, points in CASES.items()] + \
+    [pytest.param(CASES[name], "postgresql", id=f"{name}-postgresql") for name in PG_CASES]
+
+
+@pytest.mark.parametrize(("points", "backend"), PARAMS)
+def test_killed_run_resumes_to_the_same_output(tmp_path: Path, points: list[str], backend: str,
+                                               reference: dict[str, Any],
+                                               request: pytest.FixtureRequest) -> None:
+    lab = Lab(tmp_path, make_store(request, backend))
     lab.kill_at(points[0], RUN)
     for point in points[1:]:
         lab.kill_at(point, ["resume", lab.find_run_id()])
@@ -397,10 +455,10 @@ def _park(lab: Lab) -> None:
     assert lab.query("SELECT step, status FROM gates") == [("approve", "open")]
 
 
-def test_killed_while_answering_a_parked_gate(tmp_path: Path,
-                                              reference: dict[str, Any]) -> None:
+def test_killed_while_answering_a_parked_gate(tmp_path: Path, reference: dict[str, Any],
+                                              store: Store) -> None:
     """`gate answer` killed blocked on recording the answer: the gate stays open."""
-    lab = Lab(tmp_path)
+    lab = Lab(tmp_path, store)
     _park(lab)
     lab.kill_at("firstwrite", ["gate", "answer", lab.find_run_id(), "ship"])
     assert lab.query("SELECT status FROM gates") == [("open",)]
@@ -408,21 +466,22 @@ def test_killed_while_answering_a_parked_gate(tmp_path: Path,
            reference)
 
 
-def test_killed_after_a_parked_gate_was_answered(tmp_path: Path,
-                                                 reference: dict[str, Any]) -> None:
+def test_killed_after_a_parked_gate_was_answered(tmp_path: Path, reference: dict[str, Any],
+                                                 store: Store) -> None:
     """`gate answer` resumes the run and is killed in the step after the gate; a plain
     resume continues after the gate without asking again."""
-    lab = Lab(tmp_path)
+    lab = Lab(tmp_path, store)
     _park(lab)
     lab.kill_at("post:final:11", ["gate", "answer", lab.find_run_id(), "ship"])
     _check(lab, _finish(lab, lab.resume()), reference)
     assert lab.query("SELECT status, answer FROM gates") == [("consumed", "ship")]
 
 
-def test_killed_resuming_a_recorded_answer(tmp_path: Path, reference: dict[str, Any]) -> None:
+def test_killed_resuming_a_recorded_answer(tmp_path: Path, reference: dict[str, Any],
+                                           store: Store) -> None:
     """The answer is recorded (`--no-resume`), the resume is killed on its first write, then
     killed again inside the step after the gate: the recorded answer is used once."""
-    lab = Lab(tmp_path)
+    lab = Lab(tmp_path, store)
     _park(lab)
     proc = lab.start("gate", "answer", lab.find_run_id(), "ship", "--no-resume")
     assert proc.wait(TIMEOUT) == 0, lab.stderr()

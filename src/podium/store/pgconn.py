@@ -65,6 +65,22 @@ def require_psycopg() -> None:
                          "installed: pip install 'podium[postgres]'") from None
 
 
+# How often (ms) the server checks, while a statement runs or waits, that its client is alive.
+CLIENT_CHECK_MS = 1000
+
+
+def watch_client(con: psycopg.Connection[Any]) -> None:
+    """Have the server cancel this connection's statement when its process is gone (killed
+    while the statement waited for a lock). Servers before 14 lack the setting: nothing."""
+    import psycopg
+
+    try:
+        con.execute(f"SET client_connection_check_interval = {CLIENT_CHECK_MS}".encode())
+    except psycopg.Error:
+        if not con.autocommit:
+            con.rollback()
+
+
 def connect(url: str, *, read_only: bool = False) -> psycopg.Connection[Any]:
     """One autocommit connection (the console's reader, the change feed, migrations)."""
     require_psycopg()

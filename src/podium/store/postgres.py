@@ -8,6 +8,12 @@ its run, so two processes asking at once are serialised as SQLite's write lock s
 The first write that fails raises StoreError and every later write of the handle raises it too.
 Connections come from a small psycopg pool, opened on first use; the URL's password is never
 shown. Migrations run under an advisory lock, so first opens at once are safe.
+
+A process that dies (SIGKILL) while a statement of its own waits on the server (for a lock)
+must not write after its death, as on SQLite: each connection asks the server to check every
+second that its client is still there (client_connection_check_interval, PostgreSQL 14+), so
+the statement is cancelled and its locks are released, rather than committed (autocommit)
+whenever the lock comes free.
 """
 
 from __future__ import annotations
@@ -140,7 +146,7 @@ class PostgresStore:
             pool: ConnectionPool[Any] = ConnectionPool(
                 self.url, min_size=1, max_size=4, open=False, timeout=15,
                 kwargs={"autocommit": True, "connect_timeout": 10}, name="podium-store",
-                check=ConnectionPool.check_connection)
+                check=ConnectionPool.check_connection, configure=pgconn.watch_client)
             pool.open(wait=False)
             self._pool = pool
         return self._pool
