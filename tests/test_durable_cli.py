@@ -2,6 +2,10 @@
 `gate list` and `gate answer`, each as a subprocess with PODIUM_HOME in tmp_path and no
 terminal (stdin is /dev/null), so a human gate or an exhausted iteration limit parks the run
 (exit 5) instead of asking.
+
+The tests marked ON_BOTH run on each backend: SQLite in PODIUM_HOME, and PODIUM_STORE naming a
+database on the real PostgreSQL server the tests start (tests/store_backends.py); those that
+edit the SQLite file under podium, or check no store behaviour, stay on SQLite.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import pytest
 
 from helpers_engine import cli_env, podium_argv, wait_until, write
+from store_backends import BACKENDS, make_store
 
 TIMEOUT = 60.0
 
@@ -24,23 +29,26 @@ TIMEOUT = 60.0
 class Home:
     """One PODIUM_HOME and the workflows of a test, with the CLI as methods."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store_env: dict[str, str] | None = None) -> None:
         self.root = root
         self.home = root / "home"
+        self.store_env = store_env or {}
 
     def write(self, name: str, text: str) -> Path:
         return write(self.root, text, name)
 
     def __call__(self, *args: str | Path, env: dict[str, str] | None = None,
                  ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(podium_argv(*args), cwd=self.root, env=cli_env(self.home, env),
+        return subprocess.run(podium_argv(*args), cwd=self.root,
+                              env=cli_env(self.home, {**self.store_env, **(env or {})}),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               encoding="utf-8", errors="replace", timeout=TIMEOUT, check=False)
 
     def start(self, *args: str | Path, env: dict[str, str] | None = None,
               ) -> subprocess.Popen[str]:
         return subprocess.Popen(podium_argv(*args), cwd=self.root,
-                                env=cli_env(self.home, env), stdin=subprocess.DEVNULL,
+                                env=cli_env(self.home, {**self.store_env, **(env or {})}),
+                                stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def runs(self, *args: str) -> list[dict[str, Any]]:
@@ -69,8 +77,12 @@ class Home:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Home:
-    return Home(tmp_path)
+def home(tmp_path: Path, request: pytest.FixtureRequest) -> Home:
+    """A SQLite home; under ON_BOTH, each backend in turn."""
+    return Home(tmp_path, make_store(request, getattr(request, "param", "sqlite")).env)
+
+
+ON_BOTH = pytest.mark.parametrize("home", BACKENDS, indirect=True)
 
 
 def _consecutive(events: list[dict[str, Any]]) -> None:
@@ -306,6 +318,7 @@ def test_the_iteration_limit_parks_and_a_grant_finishes_the_run(home: Home) -> N
     assert [(e["granted"], e["new_maximum"]) for e in granted] == [(3, 6)]
 
 
+@ON_BOTH
 def test_with_skip_gates_the_limit_fails_and_stays_resumable(home: Home) -> None:
     home.write("count.py", COUNT_PY)
     wf = home.write("wf.yaml", LOOP_WF)
@@ -320,6 +333,7 @@ def test_with_skip_gates_the_limit_fails_and_stays_resumable(home: Home) -> None
     assert home.steps(run_id) == ["count"] * 5 + ["done"]
 
 
+@ON_BOTH
 def test_a_grant_survives_a_kill_before_the_next_step_commits(home: Home) -> None:
     home.write("count.py", COUNT_PY)
     wf = home.write("wf.yaml", LOOP_WF)
@@ -491,6 +505,7 @@ output:
 """
 
 
+@ON_BOTH
 def test_a_failed_run_resumes_but_not_a_changed_workflow(home: Home) -> None:
     wf = home.write("wf.yaml", FLAKY_WF)
     failed = home("run", wf)
@@ -512,6 +527,7 @@ def test_a_failed_run_resumes_but_not_a_changed_workflow(home: Home) -> None:
     assert home("resume", run_id).returncode == 2  # finished: nothing to resume
 
 
+@ON_BOTH
 def test_resume_from_a_step_reruns_it_and_keeps_the_history(home: Home) -> None:
     (home.root / "tries").write_text("1")
     wf = home.write("wf.yaml", FLAKY_WF)
@@ -579,6 +595,7 @@ def test_a_budget_failure_stays_resumable(home: Home) -> None:
     assert home.steps(run_id).count("writer") == 1
 
 
+@ON_BOTH
 def test_the_step_that_overran_the_budget_is_not_run_again(home: Home) -> None:
     run_id = _over_budget(home)
     assert _output(home("resume", run_id, "--allow-changed")) == {"text": "final"}
