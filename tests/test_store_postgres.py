@@ -20,6 +20,7 @@ from podium.store.base import Lease, Owner, RunOwned, StoreError
 from podium.store.pg_schema import SCHEMA_VERSION
 from podium.store.pgconn import display_url
 from podium.store.postgres import PostgresStore
+from store_backends import PG_SOUNDNESS, pg_soundness
 from store_conformance import Opener, RunStoreConformance, _history, _record
 
 
@@ -127,6 +128,50 @@ def test_a_failed_write_stops_every_later_write(pg_url: str) -> None:
         assert store.get_run("r1").status == "running"  # reads still work
     finally:
         store.close()
+
+
+def test_unreadable_rows_are_a_store_error(pg_url: str) -> None:
+    """As on SQLite (test_store_sqlite.py): rows the server holds fine but podium cannot read
+    are a StoreError naming the row, not a traceback."""
+    store = PostgresStore(pg_url)
+    try:
+        store.create_run(_record("run0"))
+        for event in _history("run0"):
+            store.append_event(event)
+        with psycopg.connect(pg_url) as con:
+            con.execute("UPDATE events SET body = '{\"type\": \"run_sta' WHERE seq = 2")
+            con.execute("UPDATE runs SET inputs = 'not json'")
+        with pytest.raises(StoreError, match="event 2 of run run0 is not readable JSON"):
+            store.events("run0")
+        with pytest.raises(StoreError, match="run run0 inputs is not readable JSON"):
+            store.get_run("run0")
+    finally:
+        store.close()
+
+
+def test_the_soundness_rules_find_what_they_name(pg_url: str) -> None:
+    """The checks the store stress test makes on PostgreSQL (store_backends.PG_SOUNDNESS)
+    pass on a sound store and name each kind of damage."""
+    store = PostgresStore(pg_url)
+    try:
+        store.create_run(_record("r1"))
+        for event in _history("r1"):
+            store.append_event(event)
+    finally:
+        store.close()
+    assert pg_soundness(pg_url) == []
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute("DELETE FROM events WHERE seq = 3")
+        con.execute("DELETE FROM events WHERE seq = 10")  # the last checkpoint's event
+        con.execute("INSERT INTO gates (run_id, step, kind, prompt, options, status, "
+                    "created_at) VALUES ('gone', 's', 'human', 'p', '[]', 'open', 0)")
+        con.execute("INSERT INTO leases VALUES ('r1', 1, 1.0, 'h', 'run', 0, 0)")
+        con.execute("INSERT INTO events (run_id, seq, type, ts, body) "
+                    "VALUES ('gone', 1, 't', 0, '{}')")
+    found = " ".join(pg_soundness(pg_url))
+    for rule in PG_SOUNDNESS:
+        if rule != "runs whose last_seq is not their last event":
+            assert rule in found, (rule, found)
 
 
 def test_text_with_nul_characters_is_stored(pg_url: str) -> None:
