@@ -27,7 +27,7 @@ from podium.errors import (
     StepError,
     TemplateError,
 )
-from podium.events.bus import EventBus
+from podium.events.bus import EventBus, defer_interrupt
 from podium.events.model import (
     BudgetExceeded,
     Checkpointed,
@@ -527,6 +527,8 @@ class Engine:
 
         def handler(signum: int, frame: Any) -> None:
             self.services.cancel.set()
+            if defer_interrupt():  # inside an emit: raised once the event is recorded
+                return
             raise KeyboardInterrupt
 
         try:

@@ -6,6 +6,11 @@ a step that caught it cannot go on unrecorded. Observers (the console, the JSONL
 may fail: one that raises is reported once on stderr and skipped for the rest of the run; it
 never breaks the run or stops the other sinks. Live-only events (`model_delta`, streamed
 model text) go to the observers alone: the run store never holds them.
+
+An emit is not cut in two by an interrupt: the engine's SIGTERM handler asks
+`defer_interrupt()` first, and when its thread is inside an emit the KeyboardInterrupt is
+raised once the event is recorded (else a seq would be given to an event no sink had, or the
+sinks after the interrupted one would miss it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,20 @@ from typing import Protocol
 from podium.clock import Clock
 from podium.events.model import LIVE_ONLY, Event
 from podium.events.redact import Redactor
+
+# thread id -> emits in progress on it, and the threads whose interrupt waits for its end
+_emitting: dict[int, int] = {}
+_deferred: set[int] = set()
+
+
+def defer_interrupt() -> bool:
+    """For a signal handler about to raise KeyboardInterrupt: True when this thread is inside
+    an emit, which then raises it itself once its event is recorded."""
+    me = threading.get_ident()
+    if _emitting.get(me):
+        _deferred.add(me)
+        return True
+    return False
 
 
 class Sink(Protocol):
@@ -54,6 +73,21 @@ class EventBus:
     def emit(self, event: Event) -> Event:
         if event.type in self.drop:
             return event
+        me = threading.get_ident()
+        _emitting[me] = _emitting.get(me, 0) + 1
+        try:
+            stamped = self._emit(event)
+        finally:
+            if _emitting[me] > 1:
+                _emitting[me] -= 1
+            else:
+                del _emitting[me]
+        if me in _deferred and me not in _emitting:
+            _deferred.discard(me)
+            raise KeyboardInterrupt  # a signal came while the event was being recorded
+        return stamped
+
+    def _emit(self, event: Event) -> Event:
         live = event.type in LIVE_ONLY  # observers only: not committed, no seq of its own
         with self._lock:
             if self.failure is not None:
