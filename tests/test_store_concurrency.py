@@ -54,7 +54,7 @@ from typing import Any
 import pytest
 
 from helpers_engine import cli_env, podium_argv
-from store_backends import Store, pg_query, pg_soundness
+from store_backends import Store, pg_query, pg_soundness, soundness
 
 WORKERS = 8
 STRESS_SECONDS = 20.0
@@ -789,12 +789,15 @@ def _lost_answers(query: Any) -> dict[str, list[tuple[str, str]]]:
 
 def _sound_store(store: Store, home: Path) -> tuple[list[str], dict[str, str], Any]:
     """What is wrong with the store once every process has left it (SQLite: its integrity
-    check; PostgreSQL: PG_SOUNDNESS, and any lease left, since no process runs a run now),
+    check, then PG_SOUNDNESS; PostgreSQL: PG_SOUNDNESS, and any lease left, since no process
+    runs a run now),
     the status of every run in it, and a function that queries it."""
     if store.url is None:
         integrity, statuses = _store_rows(home / "podium.db")
-        wrong = [] if integrity == [("ok",)] else [f"PRAGMA integrity_check: {integrity[:20]}"]
-        return wrong, statuses, _sqlite_query(home / "podium.db")
+        if integrity != [("ok",)]:
+            return [f"PRAGMA integrity_check: {integrity[:20]}"], statuses, None
+        query = _sqlite_query(home / "podium.db")
+        return [f"SQLite store: {w}" for w in soundness(query)], statuses, query
     url = store.url
 
     def query(sql: str) -> list[tuple[Any, ...]]:
