@@ -1,5 +1,7 @@
-"""SIGTERM (`podium stop`) landing while the engine records an event: the interrupt waits until
-the event is recorded, so no seq is given without its event and every sink gets it.
+"""SIGTERM (`podium stop`) at awkward moments. Landing while the engine records an event: the
+interrupt waits until the event is recorded, so no seq is given without its event and every
+sink gets it. Several at once (two `podium stop`s), and one after the run ended while the
+command finishes: the run ends interrupted, exit 130, never hung nor killed by the signal.
 
 The store stress test on PostgreSQL found a run stopped at its last step with events 1..14
 and 16: the KeyboardInterrupt of the engine's SIGTERM handler had been raised inside the bus
@@ -9,10 +11,13 @@ process from inside an emit (deterministic: the handler runs as soon as the sign
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
 from pathlib import Path
 
-from helpers_engine import MemorySink, run_yaml
+from helpers_engine import MemorySink, cli_env, podium_argv, run_yaml, wait_until, write
 from podium.events.model import Event
 
 WF = """
@@ -51,3 +56,46 @@ def test_sigterm_inside_an_emit_waits_for_the_event_to_be_recorded(tmp_path: Pat
     # the sink after the one that raised the signal got that event too, and all the others
     assert [(e.seq, e.type) for e in after.events] == first
     assert ("step_started", "b") in [(e.type, getattr(e, "step", None)) for e in after.events]
+
+
+HELD = """
+workflow: {name: held, entry_point: hold}
+agents:
+  - name: hold
+    type: script
+    command: python
+    args: ["-c", "import pathlib, sys, time; pathlib.Path(sys.argv[1]).touch(); time.sleep(60)",
+           "{{ workflow.dir }}/started"]
+    routes: [{to: done}]
+  - {name: done, type: terminate, status: success, reason: held}
+"""
+
+
+def test_stops_at_once_and_after_the_run_ended_exit_130(tmp_path: Path) -> None:
+    """Two SIGTERMs back to back (a second inside the handling of the first once hung the
+    run: threading.Event.set is not reentrant), then one more once the run's summary is out
+    (the engine had put SIGTERM back to its default: the process died by the signal)."""
+    wf = write(tmp_path, HELD)
+    proc = subprocess.Popen(podium_argv("run", wf), cwd=tmp_path, env=cli_env(tmp_path / "home"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    try:
+        assert wait_until((tmp_path / "started").exists, 60)
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)
+        seen = []
+        for line in proc.stderr:  # until the run's end is printed
+            seen.append(line)
+            if ": interrupted in " in line:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+                break
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # by its pid: this test started it
+            proc.communicate()
+    err = "".join(seen) + rest
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err

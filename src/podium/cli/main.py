@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gc
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -817,8 +818,17 @@ def take_store(args: list[str]) -> list[str]:
     return out
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
+    # SIGTERM is an interruption (exit 130), as Ctrl+C, for the whole command: also after a
+    # run's engine put back the handler it had taken, while the command finishes (a second
+    # `podium stop` used to kill `podium run` there by the signal). Once the command is over
+    # it is ignored: it would only cut short the exit (atexit, the interpreter's shutdown).
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         sys.argv[1:] = take_store(sys.argv[1:])
     except UsageError as exc:
@@ -834,6 +844,7 @@ def main() -> None:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         # Everything allocated so far lives until exit: moving it out of the collector's
         # reach spares the interpreter's final collections (~20 ms of every command).
         gc.freeze()

@@ -525,8 +525,16 @@ class Engine:
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
 
+        handling = [False]
+
         def handler(signum: int, frame: Any) -> None:
-            self.services.cancel.set()
+            if handling[0]:  # a second signal inside the first one's Event.set(): its lock
+                return       # is not reentrant, taking it again would hang the process
+            handling[0] = True
+            try:
+                self.services.cancel.set()
+            finally:
+                handling[0] = False
             if defer_interrupt():  # inside an emit: raised once the event is recorded
                 return
             raise KeyboardInterrupt
