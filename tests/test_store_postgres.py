@@ -195,7 +195,10 @@ def test_urls_are_shown_without_their_password(url: str, shown: str) -> None:
 
 def test_store_is_taken_out_of_argv_anywhere_before_a_bare_double_dash(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PODIUM_STORE", raising=False)
+    # set, then removed: monkeypatch puts back what was (delenv of an unset variable records
+    # nothing, and take_store's PODIUM_STORE leaked into every later test of the session)
+    monkeypatch.setenv("PODIUM_STORE", "")
+    monkeypatch.delenv("PODIUM_STORE")
     assert take_store(["run", "f.yaml", "--store", "a.db", "-i", "x=1"]) == \
         ["run", "f.yaml", "-i", "x=1"]
     assert os.environ["PODIUM_STORE"] == "a.db"
