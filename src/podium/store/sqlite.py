@@ -77,15 +77,17 @@ def _completes_step(event: Event) -> bool:
     """Does this event complete a step that its checkpoint must commit? A group member's
     step_finished does not: a member is committed on its own as soon as it finishes, so a
     resume after a kill inside the group reuses it instead of running it again."""
-    return event.type in _DEFERRED and getattr(event, "group", None) is None
+    # the field read from the model's own values: an event type without it (route_taken)
+    # would go through pydantic's __getattr__ and an AttributeError, on every event
+    return event.type in _DEFERRED and event.__dict__.get("group") is None
 
 
 def _defers(event: Event) -> bool:
     """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
     if _completes_step(event):
         return True
-    if event.type == "step_started" and getattr(event, "step_type", None) in _INSTANT and \
-            getattr(event, "group", None) is None:
+    if event.type == "step_started" and event.__dict__.get("step_type") in _INSTANT and \
+            event.__dict__.get("group") is None:
         return True
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
