@@ -32,6 +32,7 @@ Usage:
     .venv/bin/python bench/bench_foreach.py [--runs 5] [--items 1000] [--concurrency 100]
                                             [--latency 0.05] [--breakdown]
                                             [--provider scripted|openai|anthropic]
+                                            [--warm-sdk]
 
 Prints a Markdown report on stdout; writes bench/results/foreach.json (foreach-openai.json,
 foreach-anthropic.json with --provider).
@@ -217,6 +218,12 @@ def inprocess_child(workflow: Path, inputs: Path, responses: Path, home: Path,
     store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(workflow),
                                file_hash(workflow), engine.state.inputs))
     _patch("+commit per step" if variant == "no store" else variant)
+    if os.environ.get("PODIUM_BENCH_WARM_SDK"):  # --warm-sdk: the SDK imported, untimed
+        from podium.providers.settings import resolve_settings
+
+        runtime = wf.workflow.runtime
+        name = str(runtime.provider)
+        engine.services.providers.get(name, lambda: resolve_settings(name, runtime))
     if variant == "no store":
         engine.bus.sinks = [s for s in engine.bus.sinks if s is not store]
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -288,12 +295,17 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--provider", default="scripted", choices=tuple(PROVIDERS),
                     help="the agent: scripted, or a real SDK against bench/_stub_llm.py")
+    ap.add_argument("--warm-sdk", action="store_true",
+                    help="in-process: import the SDKs and build the clients before timing "
+                         "(the CPU per call without the run's one-time import)")
     ap.add_argument("--breakdown", action="store_true",
                     help="also time in-process variants with parts of the cost removed")
     ap.add_argument("--child", nargs=4, metavar=("WORKFLOW", "INPUTS", "RESPONSES", "HOME"),
                     help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="as is", choices=VARIANTS, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.warm_sdk:
+        os.environ["PODIUM_BENCH_WARM_SDK"] = "1"
     if args.child:
         inprocess_child(*(Path(p) for p in args.child), variant=args.variant)
         return

@@ -1,0 +1,147 @@
+"""The fan-out bound without podium: 1,000 calls on 100 threads to bench/_stub_llm.py (each
+answer held 50 ms), made by the bare SDK clients the way podium's adapters make them, and by a
+bare HTTP client for comparison. What this costs is the floor of
+`bench_foreach.py --provider openai|anthropic`: on a machine where the calls are CPU-bound
+(the GIL), 1,000 calls take at least 1,000 x the CPU of one.
+
+  raw             http.client, one keep-alive connection per thread, the same small body
+  openai-create   client.chat.completions.with_streaming_response.create(stream=True, ...)
+  openai-post     client.post("/chat/completions", ...), the body as podium builds it
+                  (what providers/openai_chat.py does: no per-call transform)
+  anthropic-stream  client.messages.stream(...), its events iterated, get_final_message()
+  anthropic-post  client.post("/v1/messages", ...), the SSE events read with
+                  podium.providers.sse and json.loads (what providers/anthropic_messages.py
+                  does)
+
+Usage:
+    .venv/bin/python bench/bench_sdk_fanout.py [--calls 1000] [--threads 100] [--repeats 3]
+
+Prints a Markdown table: wall s, wall / ideal, CPU ms per call (this process, all threads),
+median of the repeats after one warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import md_table
+from bench_foreach import Stub
+
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+          "additionalProperties": False}
+FMT = {"type": "json_schema", "json_schema": {"name": "output", "strict": True,
+                                              "schema": SCHEMA}}
+STREAM = {"X-Stainless-Raw-Response": "stream"}
+
+
+def caller(mode: str, port: int) -> Callable[[int], None]:
+    url = f"http://127.0.0.1:{port}"
+    if mode == "raw":
+        local = threading.local()
+
+        def raw(i: int) -> None:
+            if not hasattr(local, "conn"):
+                local.conn = http.client.HTTPConnection("127.0.0.1", port)
+            local.conn.request("POST", "/v1/chat/completions", body=b"{}",
+                               headers={"content-type": "application/json"})
+            local.conn.getresponse().read()
+        return raw
+    if mode.startswith("openai"):
+        import httpx2
+        import openai
+
+        oa = openai.OpenAI(api_key="sk-bench", base_url=url + "/v1", max_retries=0)
+
+        def body(i: int) -> dict[str, Any]:
+            return {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
+                    "response_format": FMT}
+
+        def create(i: int) -> None:
+            with oa.chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
+                    stream=True, stream_options={"include_usage": True}, **body(i)) as r:
+                for _ in r.iter_lines():
+                    pass
+
+        def post(i: int) -> None:
+            b = {**body(i), "stream": True, "stream_options": {"include_usage": True}}
+            with closing(oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                                 options={"headers": STREAM, "timeout": 600.0,
+                                          "security": {"bearer_auth": True}},
+                                 stream=True)) as r:
+                for _ in r.iter_lines():
+                    pass
+        return create if mode == "openai-create" else post
+    import anthropic
+    import httpx2
+
+    from podium.providers.sse import events
+
+    an = anthropic.Anthropic(api_key="sk-bench", base_url=url, max_retries=0)
+    msgs = {"model": "claude-sonnet-4-6", "max_tokens": 100}
+
+    def stream(i: int) -> None:
+        with an.messages.stream(messages=[{"role": "user", "content": f"x {i}"}],
+                                **msgs) as s:  # type: ignore[arg-type]
+            for _ in s:
+                pass
+            s.get_final_message()
+
+    def apost(i: int) -> None:
+        b = {**msgs, "messages": [{"role": "user", "content": f"x {i}"}], "stream": True}
+        with closing(an.post("/v1/messages", cast_to=httpx2.Response, body=b,
+                             options={"headers": STREAM, "timeout": 600.0},
+                             stream=True)) as r:
+            for name, data in events(r.iter_lines()):
+                if data and name != "ping":
+                    json.loads(data)
+    return stream if mode == "anthropic-stream" else apost
+
+
+MODES = ("raw", "openai-create", "openai-post", "anthropic-stream", "anthropic-post")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=100)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    ideal = args.calls / args.threads * args.latency
+    stub = Stub(args.latency, "openai")
+    rows = []
+    try:
+        for mode in MODES:
+            call = caller(mode, stub.port)
+            call(0)
+            walls, cpus = [], []
+            for _ in range(args.repeats + 1):
+                t0, c0 = time.perf_counter(), time.process_time()
+                with ThreadPoolExecutor(args.threads) as pool:
+                    list(pool.map(call, range(args.calls)))
+                walls.append(time.perf_counter() - t0)
+                cpus.append((time.process_time() - c0) / args.calls * 1000)
+            wall, cpu = statistics.median(walls[1:]), statistics.median(cpus[1:])
+            rows.append([mode, wall, wall / ideal, cpu])
+    finally:
+        stub.close()
+    print(f"{args.calls} calls on {args.threads} threads, answers held "
+          f"{args.latency * 1000:g} ms (ideal {ideal:g} s); median of {args.repeats}.\n")
+    print(md_table(["client", "wall s", "wall / ideal", "CPU ms per call"], rows))
+
+
+if __name__ == "__main__":
+    main()
