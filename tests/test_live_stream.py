@@ -2,8 +2,8 @@
 table for surfaces in other processes, and gone when the step ends.
 
 - the sink folds text, reasoning and tool calls per step iteration, caps their tails, writes
-  the first row at once and then at most every interval, and clears the row when the step
-  finishes (and every row when the run ends);
+  the first row once the step has streamed for an interval and then at most every interval,
+  and clears the row when the step finishes (and every row when the run ends);
 - a secret split across two deltas is redacted in the row (never in the table);
 - a live writer that fails warns once; the run and the other sinks go on;
 - a real `podium run` whose model is still streaming (a local server holds the stream open)
@@ -121,6 +121,29 @@ def test_a_resumed_run_clears_what_its_killed_attempt_left(store: SQLiteStore) -
                                max_iterations=5, resumed=True)))
     assert store.live("r1") == {}
     assert store.live("r2") == {"a#1": {"text": "another run's"}}
+
+
+class _Recording:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None:
+        self.calls.append(f"put {key}")
+
+    def clear_live(self, run_id: str, key: str | None = None) -> None:
+        self.calls.append(f"clear {key}")
+
+
+def test_a_step_that_ends_within_the_interval_writes_nothing() -> None:
+    writer = _Recording()
+    sink = LiveSink(writer, interval=60.0)
+    for n in range(50):  # a fan-out of short calls: each streams and ends at once
+        sink.handle(_delta(f"answer {n}", step=f"s{n}"))
+        sink.handle(_ev(StepFinished(step=f"s{n}", step_type="agent", iteration=1,
+                                     elapsed=0.05)))
+    sink.handle(_ev(RunFinished(status="success", elapsed=1.0, iterations=50, exit_code=0)))
+    sink.close()
+    assert writer.calls == []  # no row written, so none to clear
 
 
 class _Broken:

@@ -4,13 +4,19 @@ writes it to the run store for surfaces in other processes (the console, the fle
 `model_delta` events are never stored; what they carry is folded here, per run and per step
 iteration, into a body (the text and reasoning so far, their tails capped; the tools called;
 the context gauge) that a background thread writes with `put_live` at most every INTERVAL
-seconds per row, so neither the run nor its history waits or grows. The row is cleared when
-its step finishes or fails, and every row of a run when the run ends. An observer: a write
-that fails is reported once on stderr and the live view stops; the run goes on.
+seconds per row, so neither the run nor its history waits or grows. A row is first written
+INTERVAL after its step began to stream: a step that ends sooner writes nothing (an agent
+fan-out of short calls costs the store nothing for its live view). Rows wait in a heap by the
+time they are due, so an event costs the same however many steps stream at once. The row is
+cleared when its step finishes or fails, and every row of a run when the run ends. An
+observer: a write that fails is reported once on stderr and the live view stops; the run goes
+on.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import sys
 import threading
 import time
@@ -55,6 +61,8 @@ def live_key(step: str, iteration: int) -> str:
 class _Fold:
     """What one step iteration streamed so far."""
 
+    run_id: str
+    key: str
     step: str
     iteration: int
     text: str = ""
@@ -68,6 +76,7 @@ class _Fold:
     chars: int = 0  # characters of prompt and stream since that count (or since the start)
     dirty: bool = False
     written: float = 0.0  # monotonic time of the last write; 0: never written
+    due: float = 0.0  # monotonic time its next write is due; 0: none is scheduled
 
     def add(self, delta: ModelDelta) -> None:
         self.chars += len(delta.text)
@@ -103,6 +112,10 @@ class LiveSink:
         self.window = window
         self.interval = interval
         self._folds: dict[tuple[str, str], _Fold] = {}
+        # (due, order, key, fold): rows waiting to be written; an entry whose fold has left
+        # _folds (its step ended) is dropped when it comes up
+        self._heap: list[tuple[float, int, tuple[str, str], _Fold]] = []
+        self._order = itertools.count()
         self._cond = threading.Condition()
         self._io = threading.Lock()  # one write at a time: a clear never precedes a put
         self._thread: threading.Thread | None = None
@@ -137,7 +150,7 @@ class LiveSink:
         key = (run_id, live_key(step, iteration))
         fold = self._folds.get(key)
         if fold is None:
-            fold = self._folds[key] = _Fold(step, iteration)
+            fold = self._folds[key] = _Fold(run_id, key[1], step, iteration)
         return fold
 
     def _window(self, model: str | None, provider: str | None) -> int | None:
@@ -161,15 +174,25 @@ class LiveSink:
 
     def _mark(self, fold: _Fold) -> None:
         fold.dirty = True
+        if fold.due:
+            return  # already waits in the heap
+        fold.due = (fold.written or time.monotonic()) + self.interval
+        entry = (fold.due, next(self._order), (fold.run_id, fold.key), fold)
+        heapq.heappush(self._heap, entry)
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="podium-live", daemon=True)
             self._thread.start()
-        self._cond.notify()
+        elif self._heap[0] is entry:
+            self._cond.notify()  # due before what the thread waits for
 
     def _clear(self, run_id: str, key: str | None, *, always: bool = False) -> None:
         with self._cond:
-            gone = [k for k in self._folds if k[0] == run_id and key in (None, k[1])]
-            written = [self._folds.pop(k).written for k in gone]
+            if key is not None:
+                fold = self._folds.pop((run_id, key), None)
+                written = [fold.written] if fold is not None else []
+            else:  # the run's end: once per run
+                gone = [k for k in self._folds if k[0] == run_id]
+                written = [self._folds.pop(k).written for k in gone]
         if not (always or any(written)):
             return  # nothing of it was written
         with self._io:
@@ -193,20 +216,20 @@ class LiveSink:
             self._write(batch)
 
     def _due(self) -> tuple[list[tuple[tuple[str, str], dict[str, Any]]], float | None]:
-        """The rows to write now, and else how long until the next one is due."""
+        """The rows to write now, and else how long until the next one is due (at least a
+        quarter of the interval, so rows falling due one after another go in one batch)."""
         now = time.monotonic()
         batch: list[tuple[tuple[str, str], dict[str, Any]]] = []
-        wait: float | None = None
-        for key, fold in self._folds.items():
-            if not fold.dirty:
-                continue
-            left = fold.written + self.interval - now
-            if left <= 0:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, key, fold = heapq.heappop(heap)
+            fold.due = 0.0
+            if self._folds.get(key) is fold and fold.dirty:
                 fold.dirty, fold.written = False, now
                 batch.append((key, fold.body(self.redactor)))
-            else:
-                wait = left if wait is None else min(wait, left)
-        return batch, wait
+        if batch or not heap:
+            return batch, None
+        return batch, max(heap[0][0] - now, self.interval / 4)
 
     def _write(self, batch: list[tuple[tuple[str, str], dict[str, Any]]]) -> None:
         with self._io:
