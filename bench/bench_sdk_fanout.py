@@ -12,6 +12,11 @@ bare HTTP client for comparison. What this costs is the floor of
   anthropic-post  client.post("/v1/messages", ...), the SSE events read with
                   podium.providers.sse and json.loads (what providers/anthropic_messages.py
                   does)
+  openai-async-post, anthropic-async-post
+                  the same posts through the SDKs' async clients (AsyncOpenAI,
+                  AsyncAnthropic) on ONE event loop thread, each of the 100 threads
+                  submitting its call with asyncio.run_coroutine_threadsafe and blocking
+                  on the future: what moving the adapters to the async clients would give
 
 Usage:
     .venv/bin/python bench/bench_sdk_fanout.py [--calls 1000] [--threads 100] [--repeats 3]
@@ -23,6 +28,7 @@ median of the repeats after one warm-up.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import statistics
@@ -47,8 +53,60 @@ FMT = {"type": "json_schema", "json_schema": {"name": "output", "strict": True,
 STREAM = {"X-Stainless-Raw-Response": "stream"}
 
 
+def on_loop() -> Callable[[Any], Any]:
+    """Runs a coroutine on one shared event loop thread and waits for its result."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="bench-loop", daemon=True).start()
+    return lambda coro: asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def async_caller(mode: str, url: str) -> Callable[[int], None]:
+    import httpx2
+
+    run = on_loop()
+    if mode == "openai-async-post":
+        import openai
+
+        oa = openai.AsyncOpenAI(api_key="sk-bench", base_url=url + "/v1", max_retries=0)
+
+        async def opost(i: int) -> None:
+            b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
+                 "response_format": FMT, "stream": True,
+                 "stream_options": {"include_usage": True}}
+            r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                              options={"headers": STREAM, "timeout": 600.0,
+                                       "security": {"bearer_auth": True}}, stream=True)
+            try:
+                async for _ in r.aiter_lines():
+                    pass
+            finally:
+                await r.aclose()
+        return lambda i: run(opost(i))
+    import anthropic
+
+    from podium.providers.sse import events
+
+    an = anthropic.AsyncAnthropic(api_key="sk-bench", base_url=url, max_retries=0)
+
+    async def apost(i: int) -> None:
+        b = {"model": "claude-sonnet-4-6", "max_tokens": 100,
+             "messages": [{"role": "user", "content": f"x {i}"}], "stream": True}
+        r = await an.post("/v1/messages", cast_to=httpx2.Response, body=b,
+                          options={"headers": STREAM, "timeout": 600.0}, stream=True)
+        try:
+            lines = [line async for line in r.aiter_lines()]
+        finally:
+            await r.aclose()
+        for name, data in events(iter(lines)):
+            if data and name != "ping":
+                json.loads(data)
+    return lambda i: run(apost(i))
+
+
 def caller(mode: str, port: int) -> Callable[[int], None]:
     url = f"http://127.0.0.1:{port}"
+    if "async" in mode:
+        return async_caller(mode, url)
     if mode == "raw":
         local = threading.local()
 
@@ -110,7 +168,8 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
     return stream if mode == "anthropic-stream" else apost
 
 
-MODES = ("raw", "openai-create", "openai-post", "anthropic-stream", "anthropic-post")
+MODES = ("raw", "openai-create", "openai-post", "openai-async-post", "anthropic-stream",
+         "anthropic-post", "anthropic-async-post")
 
 
 def main() -> None:
@@ -119,12 +178,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=100)
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
     args = ap.parse_args()
     ideal = args.calls / args.threads * args.latency
     stub = Stub(args.latency, "openai")
     rows = []
     try:
-        for mode in MODES:
+        for mode in args.modes.split(","):
             call = caller(mode, stub.port)
             call(0)
             walls, cpus = [], []
