@@ -36,7 +36,9 @@ export class HttpError extends Error {
   }
 }
 
-async function parse(res) {
+// A 401 answers the token a request carried: when the page has taken another token since
+// (the person typed it meanwhile), that refusal is stale and must not ask for a token again.
+async function parse(res, sent) {
   let data = null;
   try {
     data = await res.json();
@@ -44,7 +46,7 @@ async function parse(res) {
     data = null;
   }
   if (!res.ok) {
-    if (res.status === 401) {
+    if (res.status === 401 && sent === token()) {
       setConn('locked');
       authListeners.forEach((fn) => fn());
     }
@@ -54,17 +56,19 @@ async function parse(res) {
 }
 
 export async function getJSON(path) {
+  const sent = token();
   const res = await fetch(path, {headers: headers({Accept: 'application/json'}), cache: 'no-store'});
-  return parse(res);
+  return parse(res, sent);
 }
 
 export async function postJSON(path, body) {
+  const sent = token();
   const res = await fetch(path, {
     method: 'POST', cache: 'no-store',
     headers: headers({'Content-Type': 'application/json', Accept: 'application/json'}),
     body: JSON.stringify(body || {}),
   });
-  return parse(res);
+  return parse(res, sent);
 }
 
 const authListeners = new Set();
@@ -122,7 +126,9 @@ export function openStream(path, handlers) {
       const extra = {Accept: 'text/event-stream'};
       if (lastId !== null) extra['Last-Event-ID'] = String(lastId);
       try {
+        const sent = token();
         const res = await fetch(path, {headers: headers(extra), signal: ctrl.signal, cache: 'no-store'});
+        if (res.status === 401 && sent !== token()) continue;  // a newer token: try it
         if (res.status === 401) {
           // No (valid) token: retrying cannot help. The page asks for the token and opens
           // its streams again once it has one.
