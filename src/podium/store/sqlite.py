@@ -18,85 +18,19 @@ same error; nothing is written half. Only SQLite opens the file (store/files.py 
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from podium.events.model import Checkpointed, Event
-from podium.events.redact import Redactor
-from podium.language.model import END
 from podium.store import files
-from podium.store.base import (
-    Checkpoint,
-    GateRecord,
-    Lease,
-    Liveness,
-    Owner,
-    RunNotFound,
-    RunOwned,
-    RunRecord,
-    StoreError,
-)
+from podium.store.base import GateRecord, Lease, Liveness, Owner, RunRecord, StoreError
 from podium.store.live import LiveRows
 from podium.store.schema import MIGRATIONS, SCHEMA_VERSION
+from podium.store.sqlcore import _RUN_COLUMNS, Dialect, SQLCore, _dumps, _owned, _Params, _Write
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
-
-# Events that complete a step wait for the checkpoint's commit.
-_DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
-_JSON_COLUMNS = frozenset({"inputs", "output", "options"})
-_RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-_Write = tuple[str, tuple[Any, ...]]
-_CHECKPOINT_UPSERT = ("INSERT INTO checkpoints (run_id, seq, step, next_step, created_at) "
-                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-                      "seq = excluded.seq, step = excluded.step, "
-                      "next_step = excluded.next_step, created_at = excluded.created_at")
-
-
-@dataclass
-class _Pending:
-    """What one run wrote that waits for its commit point (a checkpoint, or its end)."""
-
-    writes: list[_Write | Event] = field(default_factory=list)  # an Event: numbered at commit
-    consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
-    step: bool = False  # holds a finished step's events
-    checkpoint: bool = False  # ... and the checkpoint that commits them
-
-
-def _completes_step(event: Event) -> bool:
-    """Does this event complete a step that its checkpoint must commit? A group member's
-    step_finished does not: a member is committed on its own as soon as it finishes, so a
-    resume after a kill inside the group reuses it instead of running it again."""
-    # the field read from the model's own values: an event type without it (route_taken)
-    # would go through pydantic's __getattr__ and an AttributeError, on every event
-    return event.type in _DEFERRED and event.__dict__.get("group") is None
-
-
-def _defers(event: Event) -> bool:
-    """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
-    if _completes_step(event):
-        return True
-    if event.type == "step_started" and event.__dict__.get("step_type") in _INSTANT and \
-            event.__dict__.get("group") is None:
-        return True
-    return isinstance(event, Checkpointed) and event.next_step in (None, END)
-
-
-# Steps that only compute from the run's state (no process, model, person or clock to wait
-# for): the start of one commits with its end, one transaction per step instead of two (a
-# `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
-# such a step start when it has finished; one killed half-way is as if it never started.
-_INSTANT = frozenset({"set"})
 
 
 _RUN_UPDATE = ("UPDATE runs SET ", " WHERE id = ?")
@@ -144,22 +78,19 @@ def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     return out
 
 
-class SQLiteStore(LiveRows):
+class SQLiteStore(SQLCore, LiveRows):
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
+
+    SQL = Dialect(mark="?", runs="SELECT * FROM runs", like="LIKE ? ESCAPE '\\'",
+                  prefix_like="LIKE", either="cost_partial OR ?")
 
     def __init__(self, path: Path, *, verify: bool | None = None) -> None:
         """Open (or create) the store. `verify`: True checks every page first (podium
         doctor), None checks them only when the last process to use the file did not close
         it (killed, crashed), False never."""
         self.path = path
-        self._lock = threading.RLock()
-        self._pending: dict[str, _Pending] = {}  # by run id: writes waiting for a commit
-        self._closed = False
-        self._failed: StoreError | None = None  # set by the first write that failed
-        self._numbering = False  # number_at_commit(): this handle gives events their seq
-        # secrets of the runs this process advances: never written (make_engine shares the
-        # run's redactor with its store)
-        self.redactor = Redactor()
+        self.where = str(path)  # the store as messages name it: its file
+        self._init_core()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -193,11 +124,6 @@ class SQLiteStore(LiveRows):
             if isinstance(exc, sqlite3.Error):
                 raise self._corrupt(exc) from None
             raise
-
-    @property
-    def where(self) -> str:
-        """The store as messages name it: its file."""
-        return str(self.path)
 
     @property
     def folder(self) -> Path:
@@ -259,12 +185,6 @@ class SQLiteStore(LiveRows):
 
     # ------------------------------------------------------------------ transactions
 
-    def _pending_of(self, run_id: str) -> _Pending:
-        pending = self._pending.get(run_id)
-        if pending is None:
-            pending = self._pending[run_id] = _Pending()
-        return pending
-
     def _flush(self, run_ids: list[str]) -> None:
         """Write these runs' pending writes in one transaction (all of them, or none)."""
         batches = [p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None]
@@ -280,8 +200,7 @@ class SQLiteStore(LiveRows):
                 else:
                     self._write_numbered(w, given)
             for run_id, seq in given.items():
-                self._write("UPDATE runs SET last_seq = ?, updated_at = ? WHERE id = ?",
-                            (seq, time.time(), run_id))
+                self._write(self.SQL.last_seq, (seq, time.time(), run_id))
             self._write("COMMIT", ())
         except BaseException:
             self._rollback()
@@ -295,26 +214,17 @@ class SQLiteStore(LiveRows):
             given[run_id] = int(row[0]) if row is not None else 0
         seq = given[run_id] = given[run_id] + 1
         numbered = event.model_copy(update={"seq": seq})
-        self._write("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
+        self._write(self.SQL.event_insert,
                     (run_id, seq, event.type, event.ts, numbered.model_dump_json()))
         if isinstance(event, Checkpointed):
-            self._write(_CHECKPOINT_UPSERT, (run_id, seq, event.step, event.next_step,
-                                             event.ts))
-
-    def number_at_commit(self) -> None:
-        """This handle numbers the events it commits (store/base.py RunStore says how)."""
-        self._numbering = True
+            self._write(self.SQL.checkpoint_upsert, (run_id, seq, event.step, event.next_step,
+                                                     event.ts))
 
     def _rollback(self) -> None:
         if self.db.in_transaction:
             # SQLite may have rolled back itself (a full disk, an I/O error)
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute("ROLLBACK")
-
-    def commit(self) -> None:
-        """Write whatever any run left pending."""
-        with self._lock:
-            self._flush(list(self._pending))
 
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
         if self._failed is not None:
@@ -342,7 +252,16 @@ class SQLiteStore(LiveRows):
             text += f" ({name})"
         return StoreError(f"cannot write to the run store {self.path}: {text}")
 
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def _changed(self, sql: str, params: _Params) -> int:
+        return self._write(sql, params).rowcount
+
+    def _damaged(self, what: str) -> StoreError:
+        return self._untouched(what)
+
+    def _disconnect(self) -> None:
+        self.db.close()
+
+    def _read(self, sql: str, params: _Params = ()) -> list[dict[str, Any]]:
         with self._lock:
             try:
                 cur = self.db.execute(sql, params)
@@ -372,166 +291,6 @@ class SQLiteStore(LiveRows):
                 self._rollback()
                 raise
 
-    def _column(self, column: str, value: Any) -> Any:
-        """A run column's value as written: JSON for JSON columns, secrets redacted."""
-        if column in _JSON_COLUMNS:
-            return None if value is None and column == "output" else \
-                _dumps(self.redactor.value(value))
-        return self.redactor.text(value) if isinstance(value, str) else value
-
-    def _loads(self, text: str, what: str) -> Any:
-        try:
-            return json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise self._untouched(f"is corrupted ({what} is not readable JSON: {exc})") from None
-
-    def _record(self, row: dict[str, Any]) -> RunRecord:
-        data = dict(row)
-        for c in _JSON_COLUMNS:
-            if data.get(c) is not None:
-                data[c] = self._loads(data[c], f"run {data.get('id')} {c}")
-        data["cost_partial"] = bool(data["cost_partial"])
-        try:
-            return RunRecord(**data)
-        except TypeError as exc:
-            raise self._untouched(f"is corrupted (run row: {exc})") from None
-
-    def get_run(self, run_id: str) -> RunRecord:
-        rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
-        if not rows:
-            raise RunNotFound(f"no run '{run_id}' in the store ({self.path})")
-        return self._record(rows[0])
-
-    def find_run(self, prefix: str) -> RunRecord:
-        rows = self._read("SELECT * FROM runs WHERE id = ? OR id LIKE ? ORDER BY created_at DESC",
-                          (prefix, prefix.replace("%", "") + "%"))
-        exact = [r for r in rows if r["id"] == prefix]
-        if exact:
-            return self._record(exact[0])
-        if not rows:
-            raise RunNotFound(f"no run '{prefix}' in the store ({self.path}); "
-                              "`podium runs` lists them")
-        if len(rows) > 1:
-            ids = ", ".join(r["id"] for r in rows[:5])
-            raise RunNotFound(f"'{prefix}' matches several runs ({ids}); give more of the id")
-        return self._record(rows[0])
-
-    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
-                  workflow: str | None = None,
-                  limit: int = 50, parent: str | None = None) -> list[RunRecord]:
-        where: list[str] = []
-        params: list[Any] = []
-        if isinstance(status, tuple):
-            where.append(f"status IN ({', '.join('?' * len(status))})")
-            params += list(status)
-        elif status:
-            where.append("status = ?")
-            params.append(status)
-        if workflow:  # any part of its name or of its file's path
-            like = "%" + workflow.replace("\\", "\\\\").replace("%", "\\%").replace(
-                "_", "\\_") + "%"
-            where.append("(workflow_name LIKE ? ESCAPE '\\' OR workflow_path LIKE ? ESCAPE '\\')")
-            params += [like, like]
-        if parent:
-            where.append("parent_run_id = ?")
-            params.append(parent)
-        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "")
-        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        params.append(limit)
-        return [self._record(r) for r in self._read(sql, tuple(params))]
-
-    def update_run(self, run_id: str, **fields: Any) -> None:
-        if not fields:
-            return
-        fields["updated_at"] = time.time()
-        cols = [c for c in fields if c in _RUN_COLUMNS]
-        values = [int(fields[c]) if isinstance(fields[c], bool) else self._column(c, fields[c])
-                  for c in cols]
-        with self._lock:
-            self._write(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
-                        [*values, run_id])
-
-    # ------------------------------------------------------------------ events (a Sink)
-
-    def append_event(self, event: Event) -> None:
-        with self._lock:
-            pending = self._pending.get(event.run_id)
-            if event.type == "run_finished" and pending is not None and pending.step and \
-                    not pending.checkpoint:
-                # a step finished but the run ended before its checkpoint (an interrupt, a
-                # routing error): the step was not committed, so its events are not either
-                del self._pending[event.run_id]
-            pending = self._pending_of(event.run_id)
-            if _completes_step(event):
-                pending.step = True
-            elif event.type == "checkpoint":
-                pending.checkpoint = True
-            if self._numbering:  # its seq is given when it commits (_write_numbered)
-                pending.writes.append(event)
-            else:
-                pending.writes.append(
-                    ("INSERT INTO events (run_id, seq, type, ts, body) VALUES (?, ?, ?, ?, ?)",
-                     (event.run_id, event.seq, event.type, event.ts, event.model_dump_json())))
-            pending.writes.extend(self._summarise(event))
-            if isinstance(event, Checkpointed) and not self._numbering:
-                # the commit point of the step before it
-                pending.writes.append((_CHECKPOINT_UPSERT, (event.run_id, event.seq,
-                                                            event.step, event.next_step,
-                                                            event.ts)))
-            if not _defers(event):
-                if not self._numbering:
-                    pending.writes.append(("UPDATE runs SET last_seq = ?, updated_at = ? "
-                                           "WHERE id = ?", (event.seq, event.ts, event.run_id)))
-                self._flush([event.run_id])
-
-    @staticmethod
-    def _summarise(event: Event) -> list[_Write]:
-        """The run row's updates an event implies."""
-        t = event.type
-        d: Any = event
-        if t == "step_started":
-            return [("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?",
-                     (d.step, event.run_id))]
-        if t in ("step_finished", "step_failed") and d.group is None:
-            # A group member's usage is in its group's own step_finished: counted once there.
-            return [("UPDATE runs SET "
-                     "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                     "cost_usd = cost_usd + ?, cost_partial = cost_partial OR ? WHERE id = ?",
-                     (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
-                      int(not d.priced), event.run_id))]
-        if t == "checkpoint":
-            return [("UPDATE runs SET iterations = ? WHERE id = ?",
-                     (d.run_iteration, event.run_id))]
-        if t == "run_started":
-            return [("UPDATE runs SET status = 'running' WHERE id = ?", (event.run_id,))]
-        if t == "run_finished":
-            return [("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
-                     "terminal = ?, reason = ?, finished_at = ?, current_step = ?, "
-                     "iterations = ? WHERE id = ?",
-                     (d.status, d.exit_code, _dumps(d.output) if d.output is not None
-                      else None, d.message, d.terminal, d.reason,
-                      None if d.status == "waiting" else event.ts,
-                      d.step if d.status in ("waiting", "error", "limit", "interrupted")
-                      else d.terminal, d.iterations, event.run_id))]
-        return []
-
-    def handle(self, event: Event) -> None:
-        self.append_event(event)
-
-    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
-        rows = self._read("SELECT seq, body FROM events WHERE run_id = ? AND seq > ? "
-                          "ORDER BY seq", (run_id, after_seq))
-        return [self._loads(r["body"], f"event {r['seq']} of run {run_id}") for r in rows]
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
-        rows = self._read("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))
-        if not rows:
-            return None
-        r = rows[0]
-        return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"], r["created_at"])
-
     # ------------------------------------------------------------------ gates
 
     def open_gate(self, gate: GateRecord) -> int:
@@ -542,30 +301,6 @@ class SQLiteStore(LiveRows):
                 (gate.run_id, gate.step, gate.kind, self.redactor.text(gate.prompt),
                  _dumps(self.redactor.value(gate.options)), gate.created_at or time.time()))
             return int(cur.lastrowid or 0)
-
-    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
-                    answered_by: str) -> None:
-        with self._lock:
-            cur = self._write("UPDATE gates SET status = 'answered', answer = ?, "
-                              "additional_input = ?, answered_by = ?, answered_at = ? "
-                              "WHERE id = ? AND status = 'open'",
-                              (answer, _dumps(additional_input), answered_by, time.time(),
-                               gate_id))
-            if cur.rowcount != 1:
-                raise StoreError(f"gate {gate_id} is not open (already answered?)")
-
-    def consume_gate(self, gate_id: int) -> None:
-        """Mark a gate used. This waits with its run's pending step: an answer is consumed
-        only together with the completion of the step that used it (or with the run's next
-        commit, or `commit()`). This handle reads the gate as consumed at once."""
-        with self._lock:
-            rows = self._read("SELECT run_id FROM gates WHERE id = ?", (gate_id,))
-            if not rows:
-                return
-            pending = self._pending_of(str(rows[0]["run_id"]))
-            pending.consumed.add(gate_id)
-            pending.writes.append(("UPDATE gates SET status = 'consumed' WHERE id = ?",
-                                   (gate_id,)))
 
     def withdraw_gates(self, run_id: str) -> list[int]:
         """Close, at once and atomically, the gates of `run_id` still open (nobody answered
@@ -584,31 +319,6 @@ class SQLiteStore(LiveRows):
                 self._rollback()
                 raise
             return ids
-
-    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
-        with self._lock:
-            consumed = {g for p in self._pending.values() for g in p.consumed}
-            where: list[str] = []
-            params: list[Any] = []
-            if run_id:
-                where.append("run_id = ?")
-                params.append(run_id)
-            if status and not consumed:
-                where.append("status = ?")
-                params.append(status)
-            sql = "SELECT * FROM gates" + (f" WHERE {' AND '.join(where)}" if where else "")
-            rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
-        out = []
-        for r in rows:
-            if r["id"] in consumed:  # its consumption waits for its step's commit
-                r["status"] = "consumed"
-            if status and r["status"] != status:
-                continue
-            r["options"] = self._loads(r["options"], f"gate {r['id']} options")
-            r["additional_input"] = self._loads(r["additional_input"] or "{}",
-                                                f"gate {r['id']} additional input")
-            out.append(GateRecord(**r))
-        return out
 
     def delete_runs(self, run_ids: list[str]) -> int:
         """Remove these runs and everything kept with them (events, checkpoints, gates,
@@ -643,11 +353,7 @@ class SQLiteStore(LiveRows):
                 held = self._lease_rows("WHERE run_id = ?", (run_id,))
                 if held and held[0].owner != owner and alive(held[0]):
                     self._rollback()
-                    other = held[0].owner
-                    raise RunOwned(f"run {run_id} is still running in another process (pid "
-                                   f"{other.pid} on {other.host}, `podium {other.command}`); "
-                                   f"wait for it, or stop it with podium stop {run_id}",
-                                   held[0])
+                    raise _owned(run_id, held[0])
                 self._insert_lease(run_id, owner, now)
                 self._write("COMMIT", ())
             except BaseException:
@@ -662,42 +368,6 @@ class SQLiteStore(LiveRows):
                     "host = excluded.host, command = excluded.command, "
                     "acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at",
                     (run_id, owner.pid, owner.pid_start, owner.host, owner.command, now, now))
-
-    def heartbeat(self, run_id: str, owner: Owner) -> bool:
-        with self._lock:
-            cur = self._write("UPDATE leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ? "
-                              "AND pid_start = ? AND host = ?",
-                              (time.time(), run_id, owner.pid, owner.pid_start, owner.host))
-            return cur.rowcount == 1
-
-    def release_lease(self, run_id: str, owner: Owner) -> None:
-        with self._lock:
-            self._write("DELETE FROM leases WHERE run_id = ? AND pid = ? AND pid_start = ? "
-                        "AND host = ?", (run_id, owner.pid, owner.pid_start, owner.host))
-
-    def lease(self, run_id: str) -> Lease | None:
-        found = self._lease_rows("WHERE run_id = ?", (run_id,))
-        return found[0] if found else None
-
-    def leases(self) -> list[Lease]:
-        return self._lease_rows("ORDER BY acquired_at", ())
-
-    def _lease_rows(self, where: str, params: tuple[Any, ...]) -> list[Lease]:
-        rows = self._read(f"SELECT * FROM leases {where}", params)
-        return [Lease.from_row(r) for r in rows]
-
-    # ------------------------------------------------------------------ closing
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                if self._failed is None:
-                    self._flush(list(self._pending))
-            finally:
-                self.db.close()
 
 
 def default_store_path(home: Path) -> Path:

@@ -1,0 +1,429 @@
+"""The rules both SQL run stores share (SQLite and PostgreSQL): what commits when, gates, leases,
+run records and the run row's summary of events, written once over each backend's dialect.
+
+A backend gives its statements' dialect (`Dialect`: `?` or `%s` placeholders, a few clauses that
+differ), reads (`_read`), single writes (`_changed`), the flush of a run's pending writes in one
+transaction (`_flush`) and the closing of its connections; what commits when is decided here.
+The events that complete a step wait, per run and in memory, for the checkpoint after them and
+are written with it in one transaction; a parked gate's answer is consumed only with the step
+that used it; the last checkpoint waits for run_finished (store/sqlite.py says why).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from podium.events.model import Checkpointed, Event
+from podium.events.redact import Redactor
+from podium.language.model import END
+from podium.store.base import (
+    Checkpoint,
+    GateRecord,
+    Lease,
+    Owner,
+    RunNotFound,
+    RunOwned,
+    RunRecord,
+    StoreError,
+)
+
+# Events that complete a step wait for the checkpoint's commit.
+_DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
+_JSON_COLUMNS = frozenset({"inputs", "output", "options"})
+_RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
+
+# Steps that only compute from the run's state (no process, model, person or clock to wait
+# for): the start of one commits with its end, one transaction per step instead of two (a
+# `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
+# such a step start when it has finished; one killed half-way is as if it never started.
+_INSTANT = frozenset({"set"})
+
+_Write = tuple[str, tuple[Any, ...]]
+_Params = tuple[Any, ...] | list[Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+@dataclass
+class _Pending:
+    """What one run wrote that waits for its commit point (a checkpoint, or its end)."""
+
+    writes: list[_Write | Event] = field(default_factory=list)  # an Event: numbered at commit
+    consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
+    step: bool = False  # holds a finished step's events
+    checkpoint: bool = False  # ... and the checkpoint that commits them
+
+
+def _completes_step(event: Event) -> bool:
+    """Does this event complete a step that its checkpoint must commit? A group member's
+    step_finished does not: a member is committed on its own as soon as it finishes, so a
+    resume after a kill inside the group reuses it instead of running it again."""
+    # the field read from the model's own values: an event type without it (route_taken)
+    # would go through pydantic's __getattr__ and an AttributeError, on every event
+    return event.type in _DEFERRED and event.__dict__.get("group") is None
+
+
+def _defers(event: Event) -> bool:
+    """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
+    if _completes_step(event):
+        return True
+    if event.type == "step_started" and event.__dict__.get("step_type") in _INSTANT and \
+            event.__dict__.get("group") is None:
+        return True
+    return isinstance(event, Checkpointed) and event.next_step in (None, END)
+
+
+def _owned(run_id: str, held: Lease) -> RunOwned:
+    """The refusal of a run that another live process holds."""
+    other = held.owner
+    return RunOwned(f"run {run_id} is still running in another process (pid {other.pid} on "
+                    f"{other.host}, `podium {other.command}`); wait for it, or stop it with "
+                    f"podium stop {run_id}", held)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The statements both stores run, in one backend's dialect (written with `?` here)."""
+
+    mark: str  # the placeholder: "?" or "%s"
+    runs: str  # how the run rows are selected
+    like: str  # a case-insensitive LIKE with backslash escapes, on one placeholder
+    prefix_like: str  # a case-insensitive LIKE, for an id's prefix
+    either: str  # `cost_partial` or a 0/1 placeholder
+    event_insert: str = field(init=False)
+    checkpoint_upsert: str = field(init=False)
+    last_seq: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "event_insert", self.sql("INSERT INTO events (run_id, seq, type, ts, body) "
+                                           "VALUES (?, ?, ?, ?, ?)"))
+        put(self, "checkpoint_upsert", self.sql(
+            "INSERT INTO checkpoints (run_id, seq, step, next_step, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "seq = excluded.seq, step = excluded.step, "
+            "next_step = excluded.next_step, created_at = excluded.created_at"))
+        put(self, "last_seq", self.sql("UPDATE runs SET last_seq = ?, updated_at = ? "
+                                       "WHERE id = ?"))
+
+    def sql(self, text: str) -> str:
+        """A statement written with `?` placeholders, in this dialect."""
+        return text if self.mark == "?" else text.replace("?", self.mark)
+
+
+class SQLCore:
+    """The RunStore methods whose rules do not depend on the backend."""
+
+    SQL: Dialect
+    where: str
+    redactor: Redactor
+    _lock: threading.RLock
+    _pending: dict[str, _Pending]
+    _closed: bool
+    _failed: StoreError | None
+    _numbering: bool
+
+    def _init_core(self) -> None:
+        self._lock = threading.RLock()
+        self._pending = {}  # by run id: writes waiting for a commit
+        self._closed = False
+        self._failed = None  # set by the first write that failed
+        self._numbering = False  # number_at_commit(): this handle gives events their seq
+        # secrets of the runs this process advances: never written (make_engine shares the
+        # run's redactor with its store)
+        self.redactor = Redactor()
+
+    # ------------------------------------------------------------------ the backend's part
+
+    def _read(self, sql: str, params: _Params = ()) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _changed(self, sql: str, params: _Params) -> int:
+        """One statement in a transaction of its own; the number of rows it changed."""
+        raise NotImplementedError
+
+    def _flush(self, run_ids: list[str]) -> None:
+        """Write these runs' pending writes in one transaction (all of them, or none)."""
+        raise NotImplementedError
+
+    def _damaged(self, what: str) -> StoreError:
+        """The store's data is not as written (`what` follows the store's name)."""
+        return StoreError(f"the run store {self.where} {what}")
+
+    def _disconnect(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ transactions
+
+    def _pending_of(self, run_id: str) -> _Pending:
+        pending = self._pending.get(run_id)
+        if pending is None:
+            pending = self._pending[run_id] = _Pending()
+        return pending
+
+    def number_at_commit(self) -> None:
+        """This handle numbers the events it commits (store/base.py RunStore says how)."""
+        self._numbering = True
+
+    def commit(self) -> None:
+        """Write whatever any run left pending."""
+        with self._lock:
+            self._flush(list(self._pending))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._failed is None:
+                    self._flush(list(self._pending))
+            finally:
+                self._disconnect()
+
+    # ------------------------------------------------------------------ runs
+
+    def _column(self, column: str, value: Any) -> Any:
+        """A run column's value as written: JSON for JSON columns, secrets redacted."""
+        if column in _JSON_COLUMNS:
+            return None if value is None and column == "output" else \
+                _dumps(self.redactor.value(value))
+        if isinstance(value, bool):
+            return int(value)
+        return self.redactor.text(value) if isinstance(value, str) else value
+
+    def _loads(self, text: str, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise self._damaged(f"is corrupted ({what} is not readable JSON: {exc})") from None
+
+    def _record(self, row: dict[str, Any]) -> RunRecord:
+        data = dict(row)
+        for c in _JSON_COLUMNS:
+            if data.get(c) is not None:
+                data[c] = self._loads(data[c], f"run {data.get('id')} {c}")
+        data["cost_partial"] = bool(data["cost_partial"])
+        try:
+            return RunRecord(**data)
+        except TypeError as exc:
+            raise self._damaged(f"is corrupted (run row: {exc})") from None
+
+    def get_run(self, run_id: str) -> RunRecord:
+        rows = self._read(self.SQL.sql(f"{self.SQL.runs} WHERE id = ?"), (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run '{run_id}' in the store ({self.where})")
+        return self._record(rows[0])
+
+    def find_run(self, prefix: str) -> RunRecord:
+        q = self.SQL
+        rows = self._read(q.sql(f"{q.runs} WHERE id = ? OR id {q.prefix_like} ? "
+                                "ORDER BY created_at DESC"),
+                          (prefix, prefix.replace("%", "") + "%"))
+        exact = [r for r in rows if r["id"] == prefix]
+        if exact:
+            return self._record(exact[0])
+        if not rows:
+            raise RunNotFound(f"no run '{prefix}' in the store ({self.where}); "
+                              "`podium runs` lists them")
+        if len(rows) > 1:
+            ids = ", ".join(r["id"] for r in rows[:5])
+            raise RunNotFound(f"'{prefix}' matches several runs ({ids}); give more of the id")
+        return self._record(rows[0])
+
+    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
+                  workflow: str | None = None,
+                  limit: int = 50, parent: str | None = None) -> list[RunRecord]:
+        q = self.SQL
+        where: list[str] = []
+        params: list[Any] = []
+        if isinstance(status, tuple):
+            # none asked for: no row (PostgreSQL has no empty `IN ()`)
+            where.append(f"status IN ({', '.join('?' * len(status))})" if status else "1 = 0")
+            params += list(status)
+        elif status:
+            where.append("status = ?")
+            params.append(status)
+        if workflow:  # any part of its name or of its file's path, in any case
+            like = "%" + workflow.replace("\\", "\\\\").replace("%", "\\%").replace(
+                "_", "\\_") + "%"
+            where.append(f"(workflow_name {q.like} OR workflow_path {q.like})")
+            params += [like, like]
+        if parent:
+            where.append("parent_run_id = ?")
+            params.append(parent)
+        sql = q.runs + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        params.append(limit)
+        return [self._record(r) for r in self._read(q.sql(sql), params)]
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        fields["updated_at"] = time.time()
+        cols = [c for c in fields if c in _RUN_COLUMNS]
+        values = [self._column(c, fields[c]) for c in cols]
+        with self._lock:
+            self._changed(self.SQL.sql(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
+                                       "WHERE id = ?"), [*values, run_id])
+
+    # ------------------------------------------------------------------ events (a Sink)
+
+    def append_event(self, event: Event) -> None:
+        q = self.SQL
+        with self._lock:
+            pending = self._pending.get(event.run_id)
+            if event.type == "run_finished" and pending is not None and pending.step and \
+                    not pending.checkpoint:
+                # a step finished but the run ended before its checkpoint (an interrupt, a
+                # routing error): the step was not committed, so its events are not either
+                del self._pending[event.run_id]
+            pending = self._pending_of(event.run_id)
+            if _completes_step(event):
+                pending.step = True
+            elif event.type == "checkpoint":
+                pending.checkpoint = True
+            if self._numbering:  # its seq is given when it commits (_write_numbered)
+                pending.writes.append(event)
+            else:
+                pending.writes.append((q.event_insert, (event.run_id, event.seq, event.type,
+                                                        event.ts, event.model_dump_json())))
+            pending.writes.extend(self._summarise(event))
+            if isinstance(event, Checkpointed) and not self._numbering:
+                # the commit point of the step before it
+                pending.writes.append((q.checkpoint_upsert, (event.run_id, event.seq,
+                                                             event.step, event.next_step,
+                                                             event.ts)))
+            if not _defers(event):
+                if not self._numbering:
+                    pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
+                self._flush([event.run_id])
+
+    def _summarise(self, event: Event) -> list[_Write]:
+        """The run row's updates an event implies."""
+        t = event.type
+        d: Any = event
+        q = self.SQL
+        if t == "step_started":
+            return [(q.sql("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?"),
+                     (d.step, event.run_id))]
+        if t in ("step_finished", "step_failed") and d.group is None:
+            # A group member's usage is in its group's own step_finished: counted once there.
+            return [(q.sql("UPDATE runs SET "
+                           "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                           f"cost_usd = cost_usd + ?, cost_partial = {q.either} WHERE id = ?"),
+                     (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
+                      int(not d.priced), event.run_id))]
+        if t == "checkpoint":
+            return [(q.sql("UPDATE runs SET iterations = ? WHERE id = ?"),
+                     (d.run_iteration, event.run_id))]
+        if t == "run_started":
+            return [(q.sql("UPDATE runs SET status = 'running' WHERE id = ?"), (event.run_id,))]
+        if t == "run_finished":
+            return [(q.sql("UPDATE runs SET status = ?, exit_code = ?, output = ?, error = ?, "
+                           "terminal = ?, reason = ?, finished_at = ?, current_step = ?, "
+                           "iterations = ? WHERE id = ?"),
+                     (d.status, d.exit_code, _dumps(d.output) if d.output is not None
+                      else None, d.message, d.terminal, d.reason,
+                      None if d.status == "waiting" else event.ts,
+                      d.step if d.status in ("waiting", "error", "limit", "interrupted")
+                      else d.terminal, d.iterations, event.run_id))]
+        return []
+
+    def handle(self, event: Event) -> None:
+        self.append_event(event)
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        rows = self._read(self.SQL.sql("SELECT seq, body FROM events WHERE run_id = ? AND "
+                                       "seq > ? ORDER BY seq"), (run_id, after_seq))
+        return [self._loads(r["body"], f"event {r['seq']} of run {run_id}") for r in rows]
+
+    def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
+        rows = self._read(self.SQL.sql("SELECT * FROM checkpoints WHERE run_id = ?"), (run_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return Checkpoint(r["run_id"], r["seq"], r["step"], r["next_step"], r["created_at"])
+
+    # ------------------------------------------------------------------ gates
+
+    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
+                    answered_by: str) -> None:
+        with self._lock:
+            changed = self._changed(self.SQL.sql(
+                "UPDATE gates SET status = 'answered', answer = ?, additional_input = ?, "
+                "answered_by = ?, answered_at = ? WHERE id = ? AND status = 'open'"),
+                (answer, _dumps(additional_input), answered_by, time.time(), gate_id))
+            if changed != 1:
+                raise StoreError(f"gate {gate_id} is not open (already answered?)")
+
+    def consume_gate(self, gate_id: int) -> None:
+        """Mark a gate used. This waits with its run's pending step: an answer is consumed
+        only together with the completion of the step that used it (or with the run's next
+        commit, or `commit()`). This handle reads the gate as consumed at once."""
+        q = self.SQL
+        with self._lock:
+            rows = self._read(q.sql("SELECT run_id FROM gates WHERE id = ?"), (gate_id,))
+            if not rows:
+                return
+            pending = self._pending_of(str(rows[0]["run_id"]))
+            pending.consumed.add(gate_id)
+            pending.writes.append((q.sql("UPDATE gates SET status = 'consumed' WHERE id = ?"),
+                                   (gate_id,)))
+
+    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
+        with self._lock:
+            consumed = {g for p in self._pending.values() for g in p.consumed}
+            where: list[str] = []
+            params: list[Any] = []
+            if run_id:
+                where.append("run_id = ?")
+                params.append(run_id)
+            if status and not consumed:
+                where.append("status = ?")
+                params.append(status)
+            sql = "SELECT * FROM gates" + (f" WHERE {' AND '.join(where)}" if where else "")
+            rows = self._read(self.SQL.sql(sql + " ORDER BY created_at, id"), params)
+        out = []
+        for r in rows:
+            if r["id"] in consumed:  # its consumption waits for its step's commit
+                r["status"] = "consumed"
+            if status and r["status"] != status:
+                continue
+            r["options"] = self._loads(r["options"], f"gate {r['id']} options")
+            r["additional_input"] = self._loads(r["additional_input"] or "{}",
+                                                f"gate {r['id']} additional input")
+            out.append(GateRecord(**r))
+        return out
+
+    # ------------------------------------------------------------------ leases
+
+    def heartbeat(self, run_id: str, owner: Owner) -> bool:
+        with self._lock:
+            return self._changed(self.SQL.sql(
+                "UPDATE leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ? "
+                "AND pid_start = ? AND host = ?"),
+                (time.time(), run_id, owner.pid, owner.pid_start, owner.host)) == 1
+
+    def release_lease(self, run_id: str, owner: Owner) -> None:
+        with self._lock:
+            self._changed(self.SQL.sql("DELETE FROM leases WHERE run_id = ? AND pid = ? AND "
+                                       "pid_start = ? AND host = ?"),
+                          (run_id, owner.pid, owner.pid_start, owner.host))
+
+    def lease(self, run_id: str) -> Lease | None:
+        found = self._lease_rows("WHERE run_id = ?", (run_id,))
+        return found[0] if found else None
+
+    def leases(self) -> list[Lease]:
+        return self._lease_rows("ORDER BY acquired_at", ())
+
+    def _lease_rows(self, where: str, params: tuple[Any, ...]) -> list[Lease]:
+        rows = self._read(self.SQL.sql(f"SELECT * FROM leases {where}"), params)
+        return [Lease.from_row(r) for r in rows]
