@@ -284,6 +284,35 @@ def test_podium_stop_cancels_the_workflow(tmp_path: Path, server: DevServer, hom
     assert (last["type"], last["status"]) == ("run_finished", "interrupted")
 
 
+def test_doctor_names_a_run_whose_workflow_was_terminated_and_stop_marks_it(
+        tmp_path: Path, server: DevServer, home: Path,
+        workers: tuple[str, list[Worker]]) -> None:
+    """A workflow terminated outside podium leaves its run `waiting` in the store: doctor
+    names it (exit 1) with the workflow's status, and `podium stop` marks it interrupted."""
+    queue, _ = workers
+    parked = _run_temporal(home, server, queue, write(tmp_path, GATE))
+    assert parked.returncode == 5, parked.stderr
+    run_id = _run_id(parked.stderr)
+    healthy = run_cli(home, "doctor", "--format", "json")
+    assert not any(run_id in f["message"] for f in json.loads(healthy.stdout)["findings"])
+    terminated = subprocess.run(
+        [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "terminate", "--address",
+         server.address, "--workflow-id", run_id, "--reason", "test"],
+        check=False, capture_output=True, text=True, timeout=60)
+    assert terminated.returncode == 0, terminated.stderr
+    doctor = run_cli(home, "doctor", "--format", "json")
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    named = [f for f in json.loads(doctor.stdout)["findings"] if run_id in f["message"]]
+    assert [f["severity"] for f in named] == ["problem"], named
+    assert "terminated" in named[0]["message"]
+    assert f"podium stop {run_id}" in named[0]["fix"]
+    stopped = run_cli(home, "stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr + stopped.stdout
+    assert _runs_by_id(home)[run_id]["status"] == "interrupted", stopped.stderr + stopped.stdout
+    again = run_cli(home, "doctor", "--format", "json")
+    assert not any(run_id in f["message"] for f in json.loads(again.stdout)["findings"])
+
+
 def test_podium_stop_all_cancels_runs_on_temporal_too(tmp_path: Path, server: DevServer,
                                                      home: Path,
                                                      workers: tuple[str, list[Worker]]) -> None:

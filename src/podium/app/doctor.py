@@ -1,6 +1,5 @@
-"""`podium doctor`'s checks: the run store (its file, SQLite's full integrity check, the
-write-ahead log, runs that say `running` while no live process advances them, processes a run
-left behind), the providers' keys, the agent runtimes and the console's port.
+"""`podium doctor`'s checks: the run store (its file, SQLite's integrity check, write-ahead log,
+runs nothing advances, here or on Temporal, processes left behind), keys, runtimes, console port.
 
 Each check returns Findings and changes nothing. The store file is checked before SQLite opens
 it, then read through a read-only connection (a query-only one when the file has no -wal or
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from podium.app.doctor_temporal import check_temporal_runs
 from podium.app.owners import liveness, owner_alive, owner_state, resume_hint
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def check_store(path: Path) -> list[Finding]:
     except StoreError as exc:
         return [*findings, _problem(STORE, str(exc), _move_aside(path))]
     try:
-        findings += check_runs(store)
+        findings += check_runs(store) + check_temporal_runs(store)
         findings += check_orphans(store)
     except StoreError as exc:  # SQLite is fine, a row is not
         findings.append(_problem(STORE, str(exc), _move_aside(path)))
@@ -149,7 +149,7 @@ def check_server(url: str, home: Path) -> list[Finding]:
     try:
         findings = [_ok(STORE, f"the run store {store.where} answers, at schema version "
                                f"{store.schema_version()}")]
-        findings += check_runs(store)
+        findings += check_runs(store) + check_temporal_runs(store)
         findings += check_orphans(store)
     except PodiumError as exc:
         findings = [_problem(STORE, str(exc), fix)]

@@ -1,5 +1,6 @@
 """Runs whose executor is a Temporal cluster: where their server is, and telling their
-workflow that a gate was answered or that the run must stop. temporalio is imported only
+workflow that a gate was answered or that the run must stop, asking what became of its
+workflow. temporalio is imported only
 here, and only for such runs."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from podium.errors import PodiumError
 
 if TYPE_CHECKING:
-    from temporalio.client import Client
+    from temporalio.client import Client, WorkflowHandle
 
     from podium.store.base import RunRecord
 
@@ -88,7 +89,8 @@ def _blocking(coro: Coroutine[Any, Any, T]) -> T:
     return result
 
 
-async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> None:
+async def _handle(run: RunRecord) -> tuple[str, WorkflowHandle[Any, Any]]:
+    """The run's server address and a handle on its workflow."""
     where = on_temporal(run) or {}
     target = str(where.get("address") or "") or address(None) or ""
     if not target:
@@ -96,6 +98,11 @@ async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> None:
                                   f"set {ENV}")
     client = await connect(target, str(where.get("namespace") or "default"))
     handle = client.get_workflow_handle(str(where.get("workflow_id") or run.id))
+    return target, handle
+
+
+async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> None:
+    target, handle = await _handle(run)
     try:
         if what == "answer":
             await handle.signal("answer", gate_id)
@@ -116,3 +123,29 @@ def signal_answer(run: RunRecord, gate_id: int) -> None:
 def cancel(run: RunRecord) -> None:
     """Cancel the run's workflow: its activities stop, and it ends `interrupted`."""
     _blocking(_handle_call(run, "cancel", None))
+
+
+CLOSED = ("completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new")
+
+
+async def _describe(run: RunRecord) -> str | None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    target, handle = await _handle(run)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        reason = " ".join(str(exc).split())[:200]
+        raise TemporalUnreachable(f"run {run.id}: the Temporal server at {target} refused to "
+                                  f"describe workflow {handle.id}: {reason}") from None
+    return desc.status.name.lower() if desc.status is not None else None
+
+
+def workflow_status(run: RunRecord) -> str | None:
+    """What the server says of the run's workflow: 'running', or how it closed (one of
+    CLOSED: 'terminated', 'failed', ...); None when the server does not know it (never
+    started, or deleted after its retention). TemporalUnreachable when the server is not
+    there."""
+    return _blocking(_describe(run))
