@@ -101,18 +101,27 @@ async def _handle(run: RunRecord) -> tuple[str, WorkflowHandle[Any, Any]]:
     return target, handle
 
 
-async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> None:
+async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> str | None:
+    """Signal the answer, or cancel the workflow when it still runs (the server accepts
+    cancelling a closed one, silently); over one connection. Returns the workflow's status
+    as `_status` reads it ('running' when it was signalled or cancelled)."""
     target, handle = await _handle(run)
+    status = "running"
     try:
         if what == "answer":
             await handle.signal("answer", gate_id)
         else:
-            await handle.cancel()
+            status = await _status(run, target, handle) or "unknown"
+            if status == "running":
+                await handle.cancel()
+    except TemporalUnreachable:
+        raise
     except Exception as exc:
         reason = " ".join(str(exc).split())[:200]
         raise TemporalUnreachable(f"run {run.id}: the Temporal server at {target} refused to "
                                   f"{'signal' if what == 'answer' else 'cancel'} workflow "
                                   f"{handle.id}: {reason}") from None
+    return None if status == "unknown" else status
 
 
 def signal_answer(run: RunRecord, gate_id: int) -> None:
@@ -120,18 +129,16 @@ def signal_answer(run: RunRecord, gate_id: int) -> None:
     _blocking(_handle_call(run, "answer", gate_id))
 
 
-def cancel(run: RunRecord) -> None:
-    """Cancel the run's workflow: its activities stop, and it ends `interrupted`."""
-    _blocking(_handle_call(run, "cancel", None))
+def cancel(run: RunRecord) -> str | None:
+    """Cancel the run's workflow when it still runs: its activities stop, and it ends
+    `interrupted`. Returns what `workflow_status` would have said before: 'running' (now
+    cancelled), how it had closed, or None when the server does not know it."""
+    return _blocking(_handle_call(run, "cancel", None))
 
 
-CLOSED = ("completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new")
-
-
-async def _describe(run: RunRecord) -> str | None:
+async def _status(run: RunRecord, target: str, handle: WorkflowHandle[Any, Any]) -> str | None:
     from temporalio.service import RPCError, RPCStatusCode
 
-    target, handle = await _handle(run)
     try:
         desc = await handle.describe()
     except RPCError as exc:
@@ -143,9 +150,14 @@ async def _describe(run: RunRecord) -> str | None:
     return desc.status.name.lower() if desc.status is not None else None
 
 
+async def _describe(run: RunRecord) -> str | None:
+    target, handle = await _handle(run)
+    return await _status(run, target, handle)
+
+
 def workflow_status(run: RunRecord) -> str | None:
-    """What the server says of the run's workflow: 'running', or how it closed (one of
-    CLOSED: 'terminated', 'failed', ...); None when the server does not know it (never
+    """What the server says of the run's workflow: 'running', or how it closed
+    ('terminated', 'failed', 'completed', 'canceled', 'timed_out', ...); None when the server does not know it (never
     started, or deleted after its retention). TemporalUnreachable when the server is not
     there."""
     return _blocking(_describe(run))

@@ -491,12 +491,12 @@ def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
     """Cancel the run's Temporal workflow; it ends `interrupted` (its workflow records it). A
     workflow that already closed (terminated outside podium) is not cancelled: the run is
     marked interrupted here."""
-    from podium.app.remote import cancel, workflow_status
+    from podium.app.remote import cancel
 
     if run.status not in ("running", "waiting"):
         return Stopped(run.id, run.status, None, f"run {run.id} is not running (status: "
                                                  f"{run.status})")
-    closed = workflow_status(run)  # the server accepts cancelling a closed workflow
+    closed = cancel(run)  # cancels only a workflow that still runs
     if closed != "running":
         if (now := store.get_run(run.id).status) not in ("running", "waiting"):  # it just ended
             return Stopped(run.id, now, None, f"run {run.id} ended (status: {now})")
@@ -504,7 +504,6 @@ def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
         return Stopped(run.id, "interrupted", None, f"run {run.id}: its Temporal workflow "
                        f"had already ended ({closed or 'unknown to the server'}); marked "
                        "interrupted", marked=True)
-    cancel(run)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline and store.get_run(run.id).status in ("running",
                                                                            "waiting"):
