@@ -109,6 +109,20 @@ def _events(home: Path, run_id: str) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in rows]
 
 
+def _held_pair(tmp_path: Path, home: Path, server: DevServer, queue: str, stub: Stub
+               ) -> subprocess.Popen[str]:
+    """`podium run --temporal` of a two-item fan-out, returned once both calls are held at
+    the stub."""
+    wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
+    proc = _start_temporal(home, server, queue, wf)
+    assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+    return proc
+
+
+def _latest_fan(home: Path) -> str:
+    return str(next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan"))
+
+
 def _run_id(stderr: str) -> str:
     first = next(line for line in stderr.splitlines() if line.startswith("podium: run "))
     return first.split()[2]
@@ -267,10 +281,8 @@ def test_podium_stop_cancels_the_workflow(tmp_path: Path, server: DevServer, hom
     queue, _ = workers
     stub = Stub(hold=True)
     try:
-        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
-        proc = _start_temporal(home, server, queue, wf)
-        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
-        run_id = next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan")
+        proc = _held_pair(tmp_path, home, server, queue, stub)
+        run_id = _latest_fan(home)
         stopped = run_cli(home, "stop", run_id)
         assert stopped.returncode == 0, stopped.stderr + stopped.stdout
         out, err = proc.communicate(timeout=60)
@@ -321,10 +333,8 @@ def test_podium_stop_all_cancels_runs_on_temporal_too(tmp_path: Path, server: De
     queue, _ = workers
     stub = Stub(hold=True)
     try:
-        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
-        proc = _start_temporal(home, server, queue, wf)
-        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
-        run_id = next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan")
+        proc = _held_pair(tmp_path, home, server, queue, stub)
+        run_id = _latest_fan(home)
         status = run_cli(home, "status", "--json")
         assert status.returncode == 0, status.stderr
         assert run_id in status.stdout
@@ -396,9 +406,7 @@ def test_a_stopped_worker_hands_its_steps_in_flight_over(tmp_path: Path, server:
     stub = Stub(hold=True)
     first = start_worker(home, server, "grace", "grace-0", concurrency=4, grace=0.5)
     try:
-        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
-        proc = _start_temporal(home, server, "grace", wf)
-        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        proc = _held_pair(tmp_path, home, server, "grace", stub)
         first.stop()
         assert first.proc.returncode == 0
         assert "will run again elsewhere" in first.log.read_text()
@@ -421,9 +429,7 @@ def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> N
     stub = Stub(hold=True)
     worker = start_worker(home, dev, "restart", "restart", concurrency=4)
     try:
-        wf = fan_out_flow(tmp_path, stub.port, items=2, max_concurrent=2)
-        proc = _start_temporal(home, dev, "restart", wf)
-        assert stub.wait_for(lambda: stub.now >= 2), stub.calls
+        proc = _held_pair(tmp_path, home, dev, "restart", stub)
         dev.stop()
         dev.start()
         stub.release.set()
