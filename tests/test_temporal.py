@@ -498,3 +498,22 @@ def test_workers_share_a_postgresql_store(tmp_path: Path, server: DevServer,
     finally:
         store.close()
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_command_that_loaded_the_temporal_bridge_exits_without_finalization() -> None:
+    """The SDK's runtime threads can crash an interpreter being finalized (CI saw
+    `podium stop` end in SIGSEGV after its work was done): such a process leaves through
+    _leave, which still runs exit handlers, flushes output and keeps the exit code, but
+    skips finalization (a module global's __del__ never runs)."""
+    script = ("import atexit, sys, temporalio.bridge.client\n"
+              "from podium.cli.main import _leave\n"
+              "atexit.register(lambda: sys.stderr.write('handler ran\\n'))\n"
+              "class Finalized:\n"
+              "    def __del__(self): sys.stderr.write('finalized\\n')\n"
+              "kept = Finalized()\n"
+              "sys.stdout.write('said')\n"
+              "_leave(3)\n"
+              "print('not reached')\n")
+    done = subprocess.run([str(Path(REPO_ROOT) / ".venv/bin/python"), "-c", script],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "said", "handler ran\n")

@@ -842,9 +842,33 @@ def main() -> None:
         command_app(_after_root(sys.argv[1:]))()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        raise SystemExit(130) from None
+        _leave(130)
+    except SystemExit as exc:
+        _leave(exc.code)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         # Everything allocated so far lives until exit: moving it out of the collector's
         # reach spares the interpreter's final collections (~20 ms of every command).
         gc.freeze()
+
+
+def _leave(code: object) -> None:
+    """End the command with `code` (SystemExit's). A process that talked to a Temporal
+    server skips the interpreter's finalization: the SDK's Rust runtime keeps threads that
+    may take the GIL while it is torn down, which crashes the process (SIGSEGV or SIGABRT)
+    after its work is done (temporalio/sdk-python#300). Exit handlers still run and output
+    is flushed first; nothing else is left to do by then."""
+    if "temporalio.bridge" in sys.modules:
+        import atexit
+        import contextlib
+
+        if isinstance(code, str):
+            sys.stderr.write(code + "\n")
+        number = code if isinstance(code, int) else (0 if code is None else 1)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(number)
+    raise SystemExit(code) from None
