@@ -17,6 +17,11 @@ bare HTTP client for comparison. What this costs is the floor of
                   AsyncAnthropic) on ONE event loop thread, each of the 100 threads
                   submitting its call with asyncio.run_coroutine_threadsafe and blocking
                   on the future: what moving the adapters to the async clients would give
+  openai-async-post-aiohttp, anthropic-async-post-aiohttp
+                  the same on the SDKs' aiohttp transport (openai.DefaultAioHttpClient,
+                  anthropic.DefaultAioHttpClient); not in the default set, as they need
+                  aiohttp (`uv pip install --python .venv/bin/python aiohttp`), then
+                  --modes openai-async-post-aiohttp,anthropic-async-post-aiohttp
 
 Usage:
     .venv/bin/python bench/bench_sdk_fanout.py [--calls 1000] [--threads 100] [--repeats 3]
@@ -64,10 +69,12 @@ def async_caller(mode: str, url: str) -> Callable[[int], None]:
     import httpx2
 
     run = on_loop()
-    if mode == "openai-async-post":
+    aio = mode.endswith("-aiohttp")
+    if mode.startswith("openai"):
         import openai
 
-        oa = openai.AsyncOpenAI(api_key="sk-bench", base_url=url + "/v1", max_retries=0)
+        oa = openai.AsyncOpenAI(api_key="sk-bench", base_url=url + "/v1", max_retries=0,
+                                http_client=openai.DefaultAioHttpClient() if aio else None)
 
         async def opost(i: int) -> None:
             b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
@@ -86,7 +93,8 @@ def async_caller(mode: str, url: str) -> Callable[[int], None]:
 
     from podium.providers.sse import events
 
-    an = anthropic.AsyncAnthropic(api_key="sk-bench", base_url=url, max_retries=0)
+    an = anthropic.AsyncAnthropic(api_key="sk-bench", base_url=url, max_retries=0,
+                                  http_client=anthropic.DefaultAioHttpClient() if aio else None)
 
     async def apost(i: int) -> None:
         b = {"model": "claude-sonnet-4-6", "max_tokens": 100,
@@ -170,6 +178,8 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
 
 MODES = ("raw", "openai-create", "openai-post", "openai-async-post", "anthropic-stream",
          "anthropic-post", "anthropic-async-post")
+# not run by default: they need aiohttp, which podium does not install
+AIOHTTP_MODES = ("openai-async-post-aiohttp", "anthropic-async-post-aiohttp")
 
 
 def main() -> None:
@@ -178,7 +188,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=100)
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="comma-separated, from: " + ", ".join(MODES + AIOHTTP_MODES))
     args = ap.parse_args()
     ideal = args.calls / args.threads * args.latency
     stub = Stub(args.latency, "openai")
