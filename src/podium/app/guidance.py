@@ -50,11 +50,10 @@ def add_guidance(store: RunStore, run_id: str, texts: list[str]) -> Guided:
     if run.status in ("success", "failed", "error", "limit") and not liveness(store, run).live:
         raise Refused(f"run {run.id} already finished ({run.status}); guidance reaches only "
                       "a run that goes on", kind="conflict")
-    options = dict(store.get_run(run.id).options or {})
-    queue = [*queued(options), *given]
-    store.update_run(run.id, options={**options, "guidance": queue})
+    options = store.change_run_options(
+        run.id, lambda options: {**options, "guidance": [*queued(options), *given]})
     store.commit()
-    return Guided(run, len(queue), liveness(store, run).live)
+    return Guided(run, len(queued(options)), liveness(store, run).live)
 
 
 def queued(options: dict[str, object] | None) -> list[str]:

@@ -152,8 +152,7 @@ def _add_traces(engine: Engine, store: RunStore, traces: TelemetrySettings, *,
 
     def keep(trace_id: str, span_id: str) -> None:
         try:
-            options = store.get_run(engine.run_id).options or {}
-            store.update_run(engine.run_id, options={
+            store.change_run_options(engine.run_id, lambda options: {
                 **options, "trace": {"trace_id": trace_id, "span_id": span_id}})
         except Exception as exc:
             sys.stderr.write(f"podium: warning: cannot keep the trace id of run "

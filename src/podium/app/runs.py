@@ -157,14 +157,17 @@ def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
         texts = [checked(t) for t in req.guidance]
     with owning(store, root.id, "resume"):
         if req.guidance or req.metadata:
-            options = dict(store.get_run(root.id).options or {})
-            if req.guidance:
-                from podium.app.guidance import queued
+            from podium.app.guidance import queued
 
-                options["guidance"] = [*queued(options), *texts]
-            if req.metadata:
-                options["metadata"] = {**dict(options.get("metadata") or {}), **req.metadata}
-            store.update_run(root.id, options=options)
+            def added(options: dict[str, Any]) -> dict[str, Any]:
+                if req.guidance:
+                    options["guidance"] = [*queued(options), *texts]
+                if req.metadata:
+                    options["metadata"] = {**dict(options.get("metadata") or {}),
+                                           **req.metadata}
+                return options
+
+            store.change_run_options(root.id, added)
         run = store.get_run(root.id)  # as it is now that this process owns it
         return _resume_owned(store, run, req, observers or [], prepare)
 
@@ -202,7 +205,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
         responses = Path(original["responses"])
     skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
     if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
-        store.update_run(run.id, options={**original, "skip_gates": skip})
+        store.change_run_options(run.id, lambda options: {**options, "skip_gates": skip})
     first = next((e for e in events if e["type"] == "run_started"), {})
     kept = first.get("instructions") or {}  # the run's first prompts had these: so do the next
     opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),

@@ -167,6 +167,13 @@ class RunStore(Protocol):
 
     def update_run(self, run_id: str, **fields: Any) -> None: ...
 
+    def change_run_options(self, run_id: str,
+                           change: Callable[[dict[str, Any]], dict[str, Any]]
+                           ) -> dict[str, Any]:
+        """Set the run's options to `change(options)` without losing a concurrent write
+        (`change` may be called more than once); the options as written."""
+        ...
+
     def append_event(self, event: Event) -> None: ...
 
     def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,8 @@ _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 # `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
 # such a step start when it has finished; one killed half-way is as if it never started.
 _INSTANT = frozenset({"set"})
+
+_SWAP_TRIES = 50  # change_run_options: writers racing on one run's options
 
 _Write = tuple[str, tuple[Any, ...]]
 _Params = tuple[Any, ...] | list[Any]
@@ -272,6 +275,29 @@ class SQLCore:
         with self._lock:
             self._changed(self.SQL.sql(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
                                        "WHERE id = ?"), [*values, run_id])
+
+    def change_run_options(self, run_id: str,
+                           change: Callable[[dict[str, Any]], dict[str, Any]]
+                           ) -> dict[str, Any]:
+        """Set a run's options to `change(options)` as one step: what another process wrote
+        meanwhile (a second `podium guide`, the run's own trace id) is never overwritten. A
+        compare-and-swap on the stored text, asked again with the new options when it moved;
+        `change` may be called more than once. The options as written."""
+        q = self.SQL
+        select = q.sql("SELECT options FROM runs WHERE id = ?")
+        swap = q.sql("UPDATE runs SET options = ?, updated_at = ? WHERE id = ? AND options = ?")
+        for _ in range(_SWAP_TRIES):
+            rows = self._read(select, (run_id,))
+            if not rows:
+                raise RunNotFound(f"no run '{run_id}' in the store ({self.where})")
+            text = rows[0]["options"]
+            new = change(dict(self._loads(text, f"run {run_id}'s options") or {}))
+            with self._lock:
+                if self._changed(swap, [self._column("options", new), time.time(), run_id,
+                                        text]):
+                    return new
+        raise StoreError(f"the run store {self.where}: run {run_id}'s options kept changing "
+                         f"under {_SWAP_TRIES} attempts to update them")
 
     # ------------------------------------------------------------------ events (a Sink)
 
