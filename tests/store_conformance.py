@@ -192,6 +192,27 @@ class RunStoreConformance:
         writer.update_run("r1", output=None, finished_at=None)
         assert reader.get_run("r1").output is None
 
+    def test_run_options_are_read_alone_and_changed_in_one_swap(
+            self, handles: Callable[[], RunStore]) -> None:
+        writer, other, reader = handles(), handles(), handles()
+        writer.create_run(_record("r1", options={"responses": "r.yaml"}))
+        assert reader.run_options("r1") == {"responses": "r.yaml"}
+        calls: list[dict[str, Any]] = []
+
+        def add_a(options: dict[str, Any]) -> dict[str, Any]:
+            calls.append(dict(options))
+            if len(calls) == 1:  # another handle writes between this read and its swap
+                other.change_run_options("r1", lambda o: {**o, "b": 2})
+            return {**options, "a": 1}
+
+        written = writer.change_run_options("r1", add_a)
+        assert written == reader.run_options("r1") == {"responses": "r.yaml", "a": 1, "b": 2}
+        assert calls == [{"responses": "r.yaml"}, {"responses": "r.yaml", "b": 2}]
+        with pytest.raises(RunNotFound):
+            reader.run_options("nope")
+        with pytest.raises(RunNotFound):
+            writer.change_run_options("nope", dict)
+
     def test_runs_survive_reopening(self, handles: Callable[[], RunStore]) -> None:
         first = handles()
         first.create_run(_record("r1"))

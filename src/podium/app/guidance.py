@@ -66,7 +66,7 @@ def store_source(store: RunStore, run_id: str) -> Callable[[str, int], list[str]
 
     def read(step: str, iteration: int) -> list[str]:
         try:
-            return queued(store.get_run(run_id).options)
+            return queued(store.run_options(run_id))
         except Exception:  # a run not in the store (a sub-workflow's own engine)
             return []
 

@@ -248,11 +248,14 @@ def guidance_section(run: RunServices, step: str, iteration: int) -> str:
     Conductor writes it (spec 5.4); empty when no guidance was given."""
     from podium.events.model import GuidanceAdded
 
+    # the queue only grows: it is read outside the lock (a store read, which a group's members
+    # would otherwise wait for one after another), and what this run has not taken in yet is
+    # taken in under it
+    queue = run.guidance_source(step, iteration) if run.guidance_source is not None else []
     with run.guidance_lock:
-        if run.guidance_source is not None:
-            for text in run.guidance_source(step, iteration)[len(run.guidance):]:
-                run.guidance.append(text)
-                run.bus.emit(GuidanceAdded(text=text, step=step, iteration=iteration))
+        for text in queue[len(run.guidance):]:
+            run.guidance.append(text)
+            run.bus.emit(GuidanceAdded(text=text, step=step, iteration=iteration))
         given = list(run.guidance)
     if not given:
         return ""

@@ -167,6 +167,10 @@ class RunStore(Protocol):
 
     def update_run(self, run_id: str, **fields: Any) -> None: ...
 
+    def run_options(self, run_id: str) -> dict[str, Any]:
+        """The run's options alone, without parsing the rest of its row."""
+        ...
+
     def change_run_options(self, run_id: str,
                            change: Callable[[dict[str, Any]], dict[str, Any]]
                            ) -> dict[str, Any]:

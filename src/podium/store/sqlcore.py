@@ -276,6 +276,13 @@ class SQLCore:
             self._changed(self.SQL.sql(f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
                                        "WHERE id = ?"), [*values, run_id])
 
+    def run_options(self, run_id: str) -> dict[str, Any]:
+        """A run's options alone (get_run also parses its inputs, which may be large)."""
+        rows = self._read(self.SQL.sql("SELECT options FROM runs WHERE id = ?"), (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run '{run_id}' in the store ({self.where})")
+        return dict(self._loads(rows[0]["options"], f"run {run_id}'s options") or {})
+
     def change_run_options(self, run_id: str,
                            change: Callable[[dict[str, Any]], dict[str, Any]]
                            ) -> dict[str, Any]:
