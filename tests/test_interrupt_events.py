@@ -17,6 +17,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers_engine import MemorySink, cli_env, podium_argv, run_yaml, wait_until, write
 from podium.events.model import Event
 
@@ -30,24 +32,28 @@ agents:
 
 
 class TermAt:
-    """An observer that raises SIGTERM against its own process at one event type of a step."""
+    """An observer that raises a signal (SIGTERM unless told) against its own process at one
+    event type of a step."""
 
-    def __init__(self, event_type: str, step: str) -> None:
-        self.event_type, self.step = event_type, step
+    def __init__(self, event_type: str, step: str, sig: int = signal.SIGTERM) -> None:
+        self.event_type, self.step, self.sig = event_type, step, sig
         self.raised = False
 
     def handle(self, event: Event) -> None:
         if not self.raised and event.type == self.event_type and \
                 getattr(event, "step", None) == self.step:
             self.raised = True
-            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(self.sig)
 
     def close(self) -> None:
         pass
 
 
-def test_sigterm_inside_an_emit_waits_for_the_event_to_be_recorded(tmp_path: Path) -> None:
-    trip, after = TermAt("step_started", "b"), MemorySink()
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupt_inside_an_emit_waits_for_the_event_to_be_recorded(
+        tmp_path: Path, sig: int) -> None:
+    """`podium stop` (SIGTERM) and Ctrl+C (SIGINT) alike."""
+    trip, after = TermAt("step_started", "b", sig), MemorySink()
     run = run_yaml(tmp_path, WF, sinks=[trip, after])
     assert trip.raised
     assert run.result.status == "interrupted"

@@ -539,13 +539,17 @@ class Engine:
                 return
             raise KeyboardInterrupt
 
+        # SIGINT (Ctrl+C) too: Python's own handler would raise anywhere, inside an emit too
+        previous: dict[int, Any] = {}
         try:
-            previous = signal.signal(signal.SIGTERM, handler)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, handler)
         except ValueError:
             return lambda: None
 
         def restore() -> None:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, before in previous.items():
+                signal.signal(sig, before)
 
         return restore
 
