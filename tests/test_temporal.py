@@ -500,6 +500,64 @@ def test_workers_share_a_postgresql_store(tmp_path: Path, server: DevServer,
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
 
 
+def _workflows(server: DevServer) -> list[dict[str, Any]]:
+    """Every workflow run the dev server knows (`temporal workflow list`)."""
+    listed = subprocess.run(
+        [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "list", "--address",
+         server.address, "--limit", "1000", "-o", "json"],
+        check=False, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    got: list[dict[str, Any]] = json.loads(listed.stdout or "[]")
+    return got
+
+
+def test_a_long_run_continues_as_new_and_a_large_group_runs_in_child_workflows(
+        tmp_path: Path, server: DevServer, home: Path,
+        workers: tuple[str, list[Worker]]) -> None:
+    """Temporal's history bound, lowered by the environment so that a small run meets it:
+    seven members in child workflows of three, one after another (max_concurrent still
+    holds across them), and the run's workflow continued as new between nodes."""
+    queue, _ = workers
+    stub = Stub()
+    try:
+        wf = fan_out_flow(tmp_path, stub.port, items=7, max_concurrent=2)
+        proc = _start_temporal(home, server, queue, wf, env={
+            "PODIUM_TEMPORAL_CHILD_MEMBERS": "3", "PODIUM_TEMPORAL_HISTORY_EVENTS": "20"})
+        out, err = proc.communicate(timeout=120)
+    finally:
+        stub.close()
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"total": sum(range(7)), "count": 7}
+    assert sorted(stub.calls) == [str(i) for i in range(7)]
+    assert set(stub.calls.values()) == {1}
+    assert stub.peak <= 2
+    run_id = _run_id(err)
+
+    def chain() -> tuple[list[str], list[str]]:
+        runs = [w for w in _workflows(server) if w["execution"]["workflowId"] == run_id]
+        children = [w["execution"]["workflowId"] for w in _workflows(server)
+                    if w["execution"]["workflowId"].startswith(f"{run_id}.members.")]
+        return [str(w["status"]) for w in runs], children
+
+    assert wait_until(lambda: len(chain()[1]) == 3 and len(chain()[0]) > 1, 30), chain()
+    statuses, _ = chain()
+    assert any("CONTINUED_AS_NEW" in s for s in statuses), statuses
+    assert sum("COMPLETED" in s for s in statuses) == 1, statuses
+
+
+def test_a_bad_history_bound_is_refused_before_the_run_is_recorded(
+        tmp_path: Path, server: DevServer, home: Path) -> None:
+    wf = write(tmp_path, SEQUENTIAL)
+    before = len(_runs(home))
+    proc = _start_temporal(home, server, "unused", wf, "--input", "n=3",
+                           env={"PODIUM_TEMPORAL_CHILD_MEMBERS": "0"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "PODIUM_TEMPORAL_CHILD_MEMBERS must be a positive whole number (got '0')" in err
+    assert "Traceback" not in err
+    assert len(_runs(home)) == before
+
+
 def test_a_command_that_loaded_the_temporal_bridge_exits_without_finalization() -> None:
     """The SDK's runtime threads can crash an interpreter being finalized (CI saw
     `podium stop` end in SIGSEGV after its work was done): such a process leaves through

@@ -5,6 +5,7 @@ and end with the same output, summary and exit code."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -112,6 +113,27 @@ async def _follow(store: RunStore, run_id: str, handle: Any,
             result.cancel()
 
 
+BOUNDS = {"history_events": "PODIUM_TEMPORAL_HISTORY_EVENTS",
+          "child_members": "PODIUM_TEMPORAL_CHILD_MEMBERS"}
+
+
+def history_bounds() -> dict[str, int]:
+    """The bounds of a run's Temporal history that the environment lowers or raises
+    (temporal/workflow.py: HISTORY_EVENTS, CHILD_MEMBERS); UsageError for a value that is
+    not a positive whole number."""
+    from podium.errors import UsageError
+
+    bounds: dict[str, int] = {}
+    for key, var in BOUNDS.items():
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        if not raw.isdigit() or int(raw) < 1:
+            raise UsageError(f"{var} must be a positive whole number (got '{raw}')")
+        bounds[key] = int(raw)
+    return bounds
+
+
 async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
                  where: Where, started_ids: list[str]) -> tuple[int, Outcome | None]:
     from podium.app.preflight import check_providers
@@ -120,6 +142,7 @@ async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
     from podium.store.base import RunRecord
     from podium.temporal.workflow import PodiumRun
 
+    bounds = history_bounds()  # a bad value is refused before the run is recorded
     client = await connect(where.address, where.namespace)
     run_id = new_run_id()
     # the engine is built here only to preflight (providers, keys) as a local run does
@@ -138,7 +161,8 @@ async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
     started = time.monotonic()
     started_ids.append(run_id)
     handle = await client.start_workflow(PodiumRun.run, {"run_id": run_id,
-                                                         "timeout_seconds": timeout},
+                                                         "timeout_seconds": timeout,
+                                                         **bounds},
                                          id=run_id, task_queue=where.task_queue)
     finished = await _follow(store, run_id, handle, opts.observers)
     elapsed = time.monotonic() - started

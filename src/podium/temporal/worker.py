@@ -32,7 +32,7 @@ async def _serve(req: WorkerRequest) -> int:
     from temporalio.worker import Worker
 
     from podium.temporal.activities import Activities
-    from podium.temporal.workflow import PodiumRun
+    from podium.temporal.workflow import PodiumMembers, PodiumRun
 
     client = await connect(req.address, req.namespace)
     # what a script step may read to know which worker ran it (HOST:PID)
@@ -49,7 +49,7 @@ async def _serve(req: WorkerRequest) -> int:
     # round trip less per step); a group's members go to a queue of their own, which is never
     # eager, so they spread over every worker.
     grace = timedelta(seconds=req.grace)
-    steps = Worker(client, task_queue=req.task_queue, workflows=[PodiumRun],
+    steps = Worker(client, task_queue=req.task_queue, workflows=[PodiumRun, PodiumMembers],
                    activities=[acts.advance, acts.park, acts.end],
                    max_concurrent_activities=req.concurrency, graceful_shutdown_timeout=grace)
     members = Worker(client, task_queue=members_queue(req.task_queue),
