@@ -78,7 +78,8 @@ def _flow(tmp_path: Path, provider: str, model: str, work: Path) -> Path:
     """, "flow.yaml")
 
 
-def _check_cli_run(tmp_path: Path, proc: Any, log: Path, tool: str, context: int) -> None:
+def _check_cli_run(tmp_path: Path, proc: Any, log: Path, tool: str, context: int,
+                   finish: str) -> None:
     """The terminal showed the stream at -v; the store and the log hold the final events."""
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -103,6 +104,7 @@ def _check_cli_run(tmp_path: Path, proc: Any, log: Path, tool: str, context: int
     (ex,) = [e for e in stored if e["type"] == "model_exchange"]
     assert ex["response_text"] == LONG
     assert ex["context_tokens"] == context
+    assert ex["finish_reason"] == finish  # why the last API call stopped, as the runtime says
 
 
 def _copilot_wire(kind: str, notes: Path) -> tuple[WireServer, dict[str, Any], str]:
@@ -153,7 +155,7 @@ def test_copilot_at_v_shows_the_stream_and_stores_none(tmp_path: Path) -> None:
                       "-v", "--json", "--events", log, env=runtime_env(tmp_path, {
                           "COPILOT_PROVIDER_BASE_URL": oa.url + "/v1"}))
         assert all(r.body.get("stream") is True for r in oa.chat_requests())
-    _check_cli_run(tmp_path, proc, log, "view", 1430)
+    _check_cli_run(tmp_path, proc, log, "view", 1430, "stop")
 
 
 @needs_claude
@@ -195,4 +197,4 @@ def test_claude_code_at_v_shows_the_stream_and_stores_none(tmp_path: Path) -> No
                       "-v", "--json", "--events", log, env=runtime_env(tmp_path, {
                           "ANTHROPIC_BASE_URL": an.url, "ANTHROPIC_API_KEY": "sk-ant-test"}))
         assert all(r.body.get("stream") is True for r in an.message_requests())
-    _check_cli_run(tmp_path, proc, log, "Read", 1530)
+    _check_cli_run(tmp_path, proc, log, "Read", 1530, "end_turn")

@@ -331,7 +331,8 @@ class ClaudeAgentSession:
                        {"session_id": self.session_id, "turns": result.num_turns,
                         "runtime": "claude-agent-sdk",
                         "reported_cost_usd": result.total_cost_usd,
-                        "context_tokens": sum(used) if used else None})
+                        "context_tokens": sum(used) if used else None,
+                        "stop": getattr(result, "stop_reason", None)})
 
     def _emit_tool(self, use: Any, result: Any, elapsed: float) -> None:
         emit = self.request.emit

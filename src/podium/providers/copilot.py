@@ -290,7 +290,8 @@ class CopilotSession:
         return Reply(text, None, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
                      usage.model or self.request.model,
                      {"session_id": self.session_id, "api_calls": len(turn.usage),
-                      "runtime": "copilot", "context_tokens": _context(turn.usage)},
+                      "runtime": "copilot", "context_tokens": _context(turn.usage),
+                      "stop": _finish(turn.usage)},
                      usage.cache_write_tokens)
 
     async def _send(self, message: str, timeout: float) -> Any:
@@ -336,6 +337,15 @@ def _usage(events: list[Any]) -> TokenUsage:
         write += u.cache_write_tokens or 0
         model = u.model or model
     return TokenUsage(inp, out, read, write, model)
+
+
+def _finish(usage: list[Any]) -> str | None:
+    """Why the turn's last API call stopped (its usage record's finish reason)."""
+    for data in reversed(usage):
+        reason = getattr(data, "finish_reason", None)
+        if isinstance(reason, str) and reason:
+            return reason
+    return None
 
 
 def _context(events: list[Any]) -> int | None:
