@@ -30,10 +30,12 @@ from podium.events.model import (
     Checkpointed,
     Event,
     LimitReached,
+    PromptRendered,
     RouteTaken,
     RunFinished,
     RunStarted,
     ScriptOutput,
+    StepFailed,
     StepFinished,
     StepStarted,
     parse_event,
@@ -311,6 +313,33 @@ class RunStoreConformance:
         writer.append_event(events[4])  # any other step's start commits at once
         assert len(reader.events("r1")) == 5
         assert reader.get_run("r1").current_step == "t"
+
+    def test_a_group_members_agent_starts_with_its_prompt(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A member's agent step_started commits with the next thing it records (its prompt,
+        or its failure): one commit less per member. A top-level agent's commits at once."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        raw: list[Event] = [
+            StepStarted(step="a", step_type="agent", iteration=1, run_iteration=1),
+            StepStarted(step="m[0]", step_type="agent", iteration=1, run_iteration=2,
+                        group="g"),
+            PromptRendered(step="m[0]", iteration=1, provider="copilot", prompt="hi"),
+            StepStarted(step="m[1]", step_type="agent", iteration=1, run_iteration=2,
+                        group="g"),
+            StepFailed(step="m[1]", step_type="agent", iteration=1, elapsed=0.0,
+                       error_type="template_error", message="bad", group="g")]
+        events = [_stamp(e, "r1", i) for i, e in enumerate(raw, 1)]
+        writer.append_event(events[0])
+        assert [e["type"] for e in reader.events("r1")] == ["step_started"]
+        writer.append_event(events[1])
+        assert len(reader.events("r1")) == 1
+        writer.append_event(events[2])
+        assert [e["step"] for e in reader.events("r1")] == ["a", "m[0]", "m[0]"]
+        writer.append_event(events[3])
+        assert len(reader.events("r1")) == 3
+        writer.append_event(events[4])
+        assert [e["type"] for e in reader.events("r1")][3:] == ["step_started", "step_failed"]
 
     def test_the_last_checkpoint_is_visible_only_with_the_end(
             self, handles: Callable[[], RunStore]) -> None:

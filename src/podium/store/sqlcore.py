@@ -42,6 +42,12 @@ _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
 # `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
 # such a step start when it has finished; one killed half-way is as if it never started.
 _INSTANT = frozenset({"set"})
+# A group member's agent starts in the same commit as the next thing it records, its prompt
+# (or its failure): the prompt is rendered from the run's state right after it, so a reader
+# sees the member start a moment later (its group is seen running meanwhile), and a member
+# then killed is as if it never started. One transaction less per member of an agent
+# fan-out (docs/performance.md). A top-level agent's start commits at once: creating its
+# provider or starting its MCP servers may take seconds, which its run must show.
 
 _SWAP_TRIES = 50  # change_run_options: writers racing on one run's options
 
@@ -76,9 +82,12 @@ def _defers(event: Event) -> bool:
     """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
     if _completes_step(event):
         return True
-    if event.type == "step_started" and event.__dict__.get("step_type") in _INSTANT and \
-            event.__dict__.get("group") is None:
-        return True
+    if event.type == "step_started":
+        kind = event.__dict__.get("step_type")
+        if kind in _INSTANT and event.__dict__.get("group") is None:
+            return True
+        if kind == "agent" and event.__dict__.get("group") is not None:
+            return True
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
