@@ -7,23 +7,34 @@ gives their measured share and docs/decisions/0010-cold-start.md the reasons.
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 
 
 def main() -> None:
     """Console-script entry point."""
-    import gc
-
     # Start-up allocates a few hundred thousand objects that all live until exit (modules,
     # classes, pydantic schemas); collecting while they pile up only walks them again and
-    # again. podium.cli.main.ready() freezes them and turns the collector back on as soon as
+    # again. ready() freezes them and turns the collector back on as soon as
     # the invoked command's code is imported, before it does any work.
     gc.disable()
     skip_pydantic_plugins()
     from podium.cli.main import main as run
 
     run()
+
+
+def ready() -> None:
+    """The invoked command's code is imported: turn the garbage collector back on.
+
+    The console script (main above) starts with the collector off; everything imported
+    until now lives until exit, so it is frozen first and later collections never walk it.
+    Does nothing when the collector is on (tests, podium used as a library).
+    """
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 PLUGIN_LOADER = "pydantic.plugin._loader"
