@@ -45,6 +45,7 @@ from podium.providers.runtime_common import (
     find_cli,
     install_hint,
     session_table,
+    time_left,
 )
 from podium.providers.settings import ProviderSettings
 from podium.providers.stream_deltas import anthropic_delta, anthropic_usage
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 
 CAPABILITIES = CLAUDE_AGENT_CAPABILITIES
 START_SECONDS = 60.0
-DEFAULT_SESSION_SECONDS = 1800.0
 MCP_SEP = "__"
 
 
@@ -355,17 +355,8 @@ class ClaudeAgentSession:
 
     # ------------------------------------------------------------------ the Session protocol
 
-    def _time_left(self) -> float:
-        limit = self.request.timeout or DEFAULT_SESSION_SECONDS
-        if self.deadline is None:
-            return limit
-        return self.deadline - time.monotonic()
-
     def send(self, message: str) -> Reply:
-        left = self._time_left()
-        if left <= 0:
-            raise ProviderError(f"the agent ran out of time ({self.request.timeout:g}s)",
-                                category="timeout")
+        left = time_left(self.request.timeout, self.deadline)
         assert self.actor is not None
         try:
             res: _Result = self.provider.loop.run(self._send(message, left))

@@ -44,6 +44,7 @@ from podium.providers.runtime_common import (
     install_hint,
     podium_home,
     session_table,
+    time_left,
 )
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.providers.stream_deltas import copilot_delta
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from podium.providers.runtime_common import SessionTable
 
 CAPABILITIES = COPILOT_CAPABILITIES
-DEFAULT_SESSION_SECONDS = 1800.0  # Conductor's Copilot default for max_session_seconds
 START_SECONDS = 60.0
 MCP_SEP = "__"
 
@@ -267,17 +267,8 @@ class CopilotSession:
 
     # ------------------------------------------------------------------ send
 
-    def _time_left(self) -> float:
-        limit = self.request.timeout or DEFAULT_SESSION_SECONDS
-        if self.deadline is None:
-            return limit
-        return self.deadline - time.monotonic()
-
     def send(self, message: str) -> Reply:
-        left = self._time_left()
-        if left <= 0:
-            raise ProviderError(f"the agent ran out of time ({self.request.timeout:g}s)",
-                                category="timeout")
+        left = time_left(self.request.timeout, self.deadline)
         self.turn = _Turn(DeltaStream(self.request))
         try:
             event = self.provider.loop.run(self._send(message, left))

@@ -17,6 +17,7 @@ import platform
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
     import asyncio
 
 T = TypeVar("T")
+
+# An agent on a runtime without a timeout of its own gets this much (Conductor's Copilot
+# default for max_session_seconds).
+DEFAULT_SESSION_SECONDS = 1800.0
+
+
+def time_left(timeout: float | None, deadline: float | None) -> float:
+    """The seconds an agent's next turn may take: until its deadline (its timeout counted
+    from its start), or the whole timeout (else DEFAULT_SESSION_SECONDS) when it has none.
+    ProviderError (a timeout) when nothing is left."""
+    from podium.providers.base import ProviderError  # the runtimes' own modules have it
+
+    left = (timeout or DEFAULT_SESSION_SECONDS) if deadline is None else \
+        deadline - time.monotonic()
+    if left <= 0:
+        raise ProviderError(f"the agent ran out of time ({timeout:g}s)", category="timeout")
+    return left
+
 
 # --------------------------------------------------------------------------- finding the CLIs
 
