@@ -6,10 +6,6 @@ or rejects is the table STEP_KEYS below, applied by the loader before validation
 
 # No `from __future__ import annotations` here: pydantic would have to compile and evaluate
 # every annotation string when the classes are built (~4 ms of each cold command).
-# A `[]` / `{}` default is fine on a pydantic model (see the note on defaults in
-# podium.language.schema), but ruff cannot tell these classes are pydantic models once
-# their base class lives in another module:
-# ruff: noqa: RUF012
 
 import re
 from typing import Annotated, Any, Literal, Self
