@@ -5,6 +5,9 @@ that nesting depth and alias expansion are bounded (no recursion, no alias bombs
 includes are resolved relative to the including file with cycle detection, and every key and
 value keeps its position. `${VAR}` / `${VAR:-default}` are substituted in string values after
 parsing, as Conductor does; `$${...}` is podium's escape for a literal `${...}`.
+
+The layer under the composer (positions, the source map, the load failures and reading a file
+as text) is in language/sourcefile.py; its public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,146 +20,46 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from podium.jsontext import int_digits_limit
-from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
+from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean
+from podium.language.sourcefile import (
+    MAX_FILE_BYTES,
+    FileUnreadable,
+    LoadFailure,
+    Pos,
+    SourceMap,
+    _diag,
+    decode_text,
+    display_path,
+    read_text,
+)
 
-MAX_FILE_BYTES = 5 * 1024 * 1024
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENV_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "MAX_TOTAL_BYTES",
+    "FileUnreadable",
+    "IntegerTooLong",
+    "LoadFailure",
+    "LoadedDocument",
+    "Pos",
+    "SourceMap",
+    "decode_text",
+    "display_path",
+    "expand_env",
+    "load_document",
+    "read_text",
+    "resolve_plain",
+    "substitute_env",
+]
+
 MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # a file plus everything it includes
 MAX_DEPTH = 200
 MAX_NODES = 500_000
 MAX_ENV_DEPTH = 10
 
 _ENV_RE = re.compile(r"\$(\$?)\{([^}:]+)(?::-([^}]*))?\}")
-
-
-@dataclass(frozen=True)
-class Pos:
-    """A 1-based position in a file."""
-
-    file: str
-    line: int
-    col: int
-
-
-@dataclass
-class SourceMap:
-    """Positions of keys and values by key path; lookups fall back to the nearest ancestor."""
-
-    file: str
-    keys: dict[KeyPath, Pos] = field(default_factory=dict)
-    values: dict[KeyPath, Pos] = field(default_factory=dict)
-    styles: dict[KeyPath, str | None] = field(default_factory=dict)
-    # values read as text from a `!file` include: the file, and where its `!file` tag is
-    files: dict[KeyPath, Path] = field(default_factory=dict)
-    tags: dict[KeyPath, Pos] = field(default_factory=dict)
-
-    def key(self, path: KeyPath) -> Pos:
-        """Where the key of `path` is written (or the closest enclosing thing)."""
-        p = tuple(path)
-        while p:
-            if p in self.keys:
-                return self.keys[p]
-            if p in self.values:
-                return self.values[p]
-            p = p[:-1]
-        return self.values.get((), Pos(self.file, 1, 1))
-
-    def value(self, path: KeyPath) -> Pos:
-        """Where the value at `path` starts (or the closest enclosing thing)."""
-        p = tuple(path)
-        if p in self.values:
-            return self.values[p]
-        return self.key(p)
-
-    def style(self, path: KeyPath) -> str | None:
-        return self.styles.get(tuple(path))
-
-
-class LoadFailure(Exception):
-    """Raised inside the loader with the diagnostics that stop loading.
-
-    `fatal` failures (limits, broken `!file` includes, unreadable bytes) stop loading even
-    inside an included file; the others only mean "this included file is not YAML", and the
-    file is then included as raw text.
-    """
-
-    def __init__(self, diagnostics: list[Diagnostic], *, fatal: bool = False) -> None:
-        super().__init__(diagnostics[0].format() if diagnostics else "load failed")
-        self.diagnostics = diagnostics
-        self.fatal = fatal
-
-
-class FileUnreadable(Exception):
-    """The top-level file is missing or unreadable (a different exit code than invalid)."""
-
-    def __init__(self, shown: str, reason: str) -> None:
-        super().__init__(f"{shown}: {reason}")
-        self.shown = shown
-        self.reason = reason
-
-
-def _diag(pos: Pos, path: KeyPath, message: str, hint: str | None = None,
-          code: str = "yaml") -> Diagnostic:
-    return Diagnostic(pos.file, pos.line, pos.col, format_path(path), message, "error", hint, code)
-
-
-def display_path(path: Path) -> str:
-    """A path as shown in diagnostics: relative to the working directory when below it."""
-    if not path.is_absolute():
-        return str(path)
-    try:
-        rel = path.relative_to(Path.cwd())
-    except ValueError:
-        return str(path)
-    return str(rel)
-
-
-def read_text(path: Path, shown: str) -> str:
-    """Read a workflow or included file as UTF-8 text, with one clear error per failure."""
-    try:
-        if path.is_dir():
-            raise FileUnreadable(shown, "is a directory, not a file")
-        size = path.stat().st_size
-        if not path.is_file():
-            raise FileUnreadable(shown, "is not a regular file")
-        if size > MAX_FILE_BYTES:
-            raise LoadFailure([_diag(Pos(shown, 1, 1), (),
-                                     f"file is too large ({size / 1024 / 1024:.1f} MiB; "
-                                     f"the limit is {MAX_FILE_BYTES // (1024 * 1024)} MiB)")],
-                              fatal=True)
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise FileUnreadable(shown, "file not found") from exc
-    except PermissionError as exc:
-        raise FileUnreadable(shown, "permission denied") from exc
-    except OSError as exc:
-        raise FileUnreadable(shown, f"cannot read: {exc.strerror or exc}") from exc
-    return decode_text(data, shown)
-
-
-def decode_text(data: bytes, shown: str) -> str:
-    """Decode bytes as UTF-8 (BOM allowed); binary or non-UTF-8 input gets a located error."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    nul = data.find(b"\x00")
-    if nul >= 0:
-        line, col = _line_col(data, nul)
-        raise LoadFailure([_diag(Pos(shown, line, col), (),
-                                 "binary data (NUL byte) in a YAML file", code="encoding")],
-                          fatal=True)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line, col = _line_col(data, exc.start)
-        raise LoadFailure([_diag(Pos(shown, line, col), (),
-                                 f"not valid UTF-8 (byte 0x{data[exc.start]:02x})",
-                                 "save the file as UTF-8", code="encoding")],
-                          fatal=True) from None
-
-
-def _line_col(data: bytes, offset: int) -> tuple[int, int]:
-    line = data.count(b"\n", 0, offset) + 1
-    start = data.rfind(b"\n", 0, offset) + 1
-    return line, offset - start + 1
 
 
 @dataclass
