@@ -138,7 +138,8 @@ def _child(modules_file: str, args: list[str]) -> None:
             continue
         with contextlib.suppress(Exception):  # a module that cannot load alone is skipped
             importlib.import_module(name)
-    from podium.cli.main import command_app, ready
+    from podium.cli.entry import ready
+    from podium.cli.process import command_app
 
     ready()
     t_imported = time.perf_counter()
@@ -230,7 +231,7 @@ if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "--list-modul
     from podium.cli.entry import skip_pydantic_plugins
 
     skip_pydantic_plugins()  # as the console script does
-    from podium.cli.main import command_app
+    from podium.cli.process import command_app
 
     with (contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()),
           contextlib.suppress(SystemExit)):
@@ -662,8 +663,8 @@ _STARTUP = (
     "sys.argv[0] = 'podium'\n"
     "{gc}"
     "{plugins}"
-    "from podium.cli import main as m\n"
-    "app = m.command_app(sys.argv[1:]) if {single} else m.app\n"
+    "from podium.cli import main as m, process as p\n"
+    "app = p.command_app(sys.argv[1:]) if {single} else m.app\n"
     "try:\n"
     "    app()\n"
     "finally:\n"

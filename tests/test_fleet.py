@@ -299,7 +299,7 @@ def test_podium_fleet_in_a_real_pseudo_terminal(home: Path) -> None:
 
 def test_fleet_list_never_imports_textual(home: Path) -> None:
     code = ("import sys\nsys.argv = ['podium', 'fleet', 'list']\n"
-            "from podium.cli.main import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "from podium.cli.process import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('textual' in sys.modules, 'podium.tui' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(home), capture_output=True,
                          text=True, timeout=60, check=False)

@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from helpers_engine import EXAMPLES, cli_env, podium_argv
-from podium.cli.main import app, command_app, ready
+from podium.cli.entry import ready
+from podium.cli.main import app
+from podium.cli.process import command_app
 
 ARTICLE = EXAMPLES / "dev-review" / "workflow.yaml"
 

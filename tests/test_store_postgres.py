@@ -13,7 +13,7 @@ import pytest
 
 from pg_server import PgServer
 from podium.app.home import open_store
-from podium.cli.main import take_store
+from podium.cli.process import take_store
 from podium.errors import UsageError
 from podium.store import schema as sqlite_schema
 from podium.store.base import Lease, Owner, RunOwned, StoreError

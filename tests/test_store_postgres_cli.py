@@ -236,7 +236,7 @@ def test_an_unreachable_server_is_one_line_and_exit_3(pg: Pg, pg_server: PgServe
 
 def test_without_psycopg_the_extra_is_named(pg: Pg) -> None:
     code = ("import sys; sys.modules['psycopg'] = None; sys.argv = ['podium', 'runs']; "
-            "from podium.cli.main import main; main()")
+            "from podium.cli.process import main; main()")
     proc = subprocess.run([sys.executable, "-c", code], env=pg.env(), capture_output=True,
                           text=True, timeout=TIMEOUT, check=False)
     assert proc.returncode == 2, proc.stderr

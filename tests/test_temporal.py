@@ -564,7 +564,7 @@ def test_a_command_that_loaded_the_temporal_bridge_exits_without_finalization() 
     _leave, which still runs exit handlers, flushes output and keeps the exit code, but
     skips finalization (a module global's __del__ never runs)."""
     script = ("import atexit, sys, temporalio.bridge.client\n"
-              "from podium.cli.main import _leave\n"
+              "from podium.cli.process import _leave\n"
               "atexit.register(lambda: sys.stderr.write('handler ran\\n'))\n"
               "class Finalized:\n"
               "    def __del__(self): sys.stderr.write('finalized\\n')\n"

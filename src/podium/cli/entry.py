@@ -1,6 +1,6 @@
 """The `podium` console script: process-wide start-up settings, then the typer app.
 
-Kept apart from podium.cli.main so that importing the app (tests, embedding podium) changes
+Kept apart from podium.cli.main and podium.cli.process so that importing the app (tests, embedding podium) changes
 no process-wide setting. Both settings below are about start-up time; docs/performance.md
 gives their measured share and docs/decisions/0010-cold-start.md the reasons.
 """
@@ -20,7 +20,7 @@ def main() -> None:
     # the invoked command's code is imported, before it does any work.
     gc.disable()
     skip_pydantic_plugins()
-    from podium.cli.main import main as run
+    from podium.cli.process import main as run
 
     run()
 

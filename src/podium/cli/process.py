@@ -1,0 +1,132 @@
+"""The `podium` process around the typer app (podium.cli.main): the app that holds only the
+invoked command, `--store` taken out of the arguments wherever it stands, SIGTERM as an
+interruption, and the exit (without interpreter finalization after a Temporal client)."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import os
+import signal
+import sys
+
+import typer
+from typer.models import CommandInfo
+
+from podium.cli.main import app
+from podium.errors import UsageError
+
+
+def command_app(args: list[str]) -> typer.Typer:
+    """The app that runs `podium ARGS`: for a known command, a copy of the app that holds
+    only that command, since typer builds the parser of every registered command (~9 ms of
+    each start) before it looks at the arguments. Anything else (no arguments, an option
+    first, a name that is no command) gets the whole app, so that help and "no such command"
+    list every command."""
+    name = args[0] if args else ""
+    if not name or name.startswith("-"):
+        return app
+    commands = [c for c in app.registered_commands if _command_name(c) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands = commands
+    only.registered_groups = groups
+    return only
+
+
+def _after_root(args: list[str]) -> list[str]:
+    """The arguments from the command name on (past root options such as --silent)."""
+    i = 0
+    while i < len(args) and args[i] in ("--quiet", "-q", "--silent", "-s"):
+        i += 1
+    return args[i:]
+
+
+def _command_name(info: CommandInfo) -> str:
+    if info.name:
+        return info.name
+    callback = info.callback
+    return callback.__name__.lower().replace("_", "-") if callback else ""
+
+
+def take_store(args: list[str]) -> list[str]:
+    """`--store URL` (or `--store=URL`) anywhere before a bare `--`, as a root option or
+    after any command name: set as PODIUM_STORE for this process and the podium processes it
+    starts, and taken out of the arguments. Raises UsageError when it has no value."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        if arg == "--store" or arg.startswith("--store="):
+            value = arg.split("=", 1)[1] if "=" in arg else \
+                (args[i + 1] if i + 1 < len(args) else "")
+            if not value.strip():
+                raise UsageError("--store needs a value: a postgresql:// URL, a SQLite file "
+                                 "path or sqlite:///PATH")
+            os.environ["PODIUM_STORE"] = value
+            i += 1 if "=" in arg else 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
+    # SIGTERM is an interruption (exit 130), as Ctrl+C, for the whole command: also after a
+    # run's engine put back the handler it had taken, while the command finishes (a second
+    # `podium stop` used to kill `podium run` there by the signal). Once the command is over
+    # it is ignored: it would only cut short the exit (atexit, the interpreter's shutdown).
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        sys.argv[1:] = take_store(sys.argv[1:])
+    except UsageError as exc:
+        sys.stderr.write(f"podium: {exc}\n")
+        raise SystemExit(exc.exit_code) from None
+    try:
+        if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
+            from podium.cli.conductor_cmd import expand_dotted_inputs
+
+            sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
+        command_app(_after_root(sys.argv[1:]))()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        _leave(130)
+    except SystemExit as exc:
+        _leave(exc.code)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Everything allocated so far lives until exit: moving it out of the collector's
+        # reach spares the interpreter's final collections (~20 ms of every command).
+        gc.freeze()
+
+
+def _leave(code: object) -> None:
+    """End the command with `code` (SystemExit's). A process that talked to a Temporal
+    server skips the interpreter's finalization: the SDK's Rust runtime keeps threads that
+    may take the GIL while it is torn down, which crashes the process (SIGSEGV or SIGABRT)
+    after its work is done (temporalio/sdk-python#300). Exit handlers still run and output
+    is flushed first; nothing else is left to do by then."""
+    if "temporalio.bridge" in sys.modules:
+        import atexit
+        import contextlib
+
+        if isinstance(code, str):
+            sys.stderr.write(code + "\n")
+        number = code if isinstance(code, int) else (0 if code is None else 1)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(number)
+    raise SystemExit(code) from None
