@@ -2,7 +2,8 @@
 
 The loop is small on purpose: each step type has its executor (steps/registry.py), routing is
 a pure function (routing.py), limits are checked at step boundaries, and every fact is an event
-on the bus. A `Checkpointer` (the run store) may observe each committed step.
+on the bus. A `Checkpointer` (the run store) may observe each committed step. How a run ends
+(its final output, `run_finished` and the RunResult) is in endings.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from podium.errors import (
     PodiumError,
     RunError,
     StepError,
-    TemplateError,
 )
 from podium.events.bus import EventBus, defer_interrupt
 from podium.events.model import (
@@ -36,7 +36,6 @@ from podium.events.model import (
     LimitReached,
     LimitResolved,
     RouteTaken,
-    RunFinished,
     RunStarted,
     StepFailed,
     StepFinished,
@@ -50,15 +49,14 @@ from podium.language.model import (
     ParallelGroup,
     Route,
     StepBase,
-    TerminateStep,
     WorkflowFile,
 )
 from podium.providers.base import ProviderRegistry
-from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Termination, Usage
+from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
 from podium.steps.budget import BudgetLedger, BudgetReport
 from podium.steps.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
 from podium.store.base import RunStore
-from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
+from podium.templating import TemplateEngine
 
 RunStatus = Literal["success", "failed", "error", "limit", "interrupted", "waiting"]
 
@@ -212,9 +210,11 @@ class Engine:
     # ----------------------------------------------------------------- loop
 
     def _loop(self, node: str) -> RunResult:
+        from podium.engine import endings  # how the run ends (it imports this module)
+
         last_route: Route | None = None
         try:
-            finished = self._already_finished(node)
+            finished = endings.already_finished(self, node)
             if finished is not None:
                 return finished
             while True:
@@ -233,7 +233,7 @@ class Engine:
                 self._trim_context(node)
                 outcome = self._execute(step)
                 if outcome.termination is not None:
-                    return self._terminate(step, outcome)
+                    return endings.terminate(self, step, outcome)
                 nxt, last_route = self._route(step, outcome)
                 self._commit(nxt)
                 # limits are checked once the step is committed: a step that passed the
@@ -241,26 +241,26 @@ class Engine:
                 self._check_budget(step.name)
                 self._check_timeout(None, after=step.name)
                 if nxt == END:
-                    return self._finish_end(last_route)
+                    return endings.finish_end(self, last_route)
                 if self.one_node:
                     raise Handoff(f"goes on at '{nxt}'", next_node=nxt)
                 node = nxt
         except Handoff as exc:
-            return self._handed_off(exc)
+            return endings.handed_off(self, exc)
         except KeyboardInterrupt:
-            return self._fail(Interrupted("interrupted", step=self.current))
+            return endings.fail(self, Interrupted("interrupted", step=self.current))
         except ChildParked as exc:
-            return self._parked(exc.request)
+            return endings.parked(self, exc.request)
         except GateUnanswerable as exc:
             if self.parker is None:
                 if exc.request.kind == "iteration_limit":
-                    return self._fail(LimitExceeded(
+                    return endings.fail(self, LimitExceeded(
                         f"the run reached max_iterations ({self.state.max_iterations}) and "
                         "nobody can grant more here", limit="iterations", step=exc.step))
-                return self._fail(exc)
-            return self._park(exc.request)
+                return endings.fail(self, exc)
+            return endings.park(self, exc.request)
         except RunError as exc:
-            return self._fail(exc)
+            return endings.fail(self, exc)
 
     def _execute(self, step: StepBase | ParallelGroup | ForEachGroup) -> StepOutcome:
         from podium.engine.groups import run_for_each, run_parallel
@@ -341,29 +341,6 @@ class Engine:
         if self.observer is not None:
             self.observer.after_step(self, state.records[-1])
         return outcome
-
-    def _already_finished(self, node: str) -> RunResult | None:
-        """A resumed run whose last step was committed as its end (a route to $end, or a
-        terminate step) finishes without running anything again."""
-        records = self.state.records
-        if node == END and records:
-            last = records[-1]
-            step = self.steps.get(last.step)
-            route = None
-            if step is not None and step.routes:
-                scope = self.services.full_context()
-                scope["output"] = last.output
-                route = choose_route(self.services.templates, step.name, step.routes, scope,
-                                     last.iteration).route
-            return self._finish_end(route)
-        step = self.steps.get(node)
-        if isinstance(step, TerminateStep) and records and records[-1].step == node and \
-                isinstance(records[-1].output, dict):
-            out = records[-1].output
-            term = Termination(str(out.get("status", step.status)),
-                               str(out.get("reason", "")), None)
-            return self._terminate(step, StepOutcome(out, termination=term))
-        return None
 
     def _run_subworkflow(self, call: StepCall) -> StepOutcome:
         from podium.engine.subflow import run_subworkflow
@@ -552,107 +529,6 @@ class Engine:
                 signal.signal(sig, before)
 
         return restore
-
-    # ----------------------------------------------------------------- endings
-
-    def _final_output(self, route: Route | None) -> dict[str, Any]:
-        ctx = self.services.full_context()
-        out: dict[str, Any] = {}
-        templates = self.services.templates
-        for key, value in self.workflow.output.items():
-            out[key] = self._render_output(templates, value, ctx, f"output.{key}")
-        if route is not None and route.output:
-            scope = dict(ctx)
-            scope["output"] = self.state.outputs.get(self.state.history[-1]) \
-                if self.state.history else None
-            for key, value in route.output.items():
-                out[key] = self._render_output(templates, value, scope, f"route output.{key}")
-        return out
-
-    def _render_output(self, templates: TemplateEngine, value: Any, ctx: dict[str, Any],
-                       what: str) -> Any:
-        if not isinstance(value, str):
-            return value
-        try:
-            return coerce_output_value(templates.render(value, ctx))
-        except RenderFailure as exc:
-            raise TemplateError(f"{what}: {exc}", step=self.current) from None
-
-    def _finish_end(self, route: Route | None) -> RunResult:
-        output = self._final_output(route)
-        return self._finish("success", 0, output, terminal=END)
-
-    def _terminate(self, step: StepBase | ParallelGroup | ForEachGroup,
-                   outcome: StepOutcome) -> RunResult:
-        term = outcome.termination
-        assert term is not None
-        self._commit(None)
-        template = getattr(step, "output_template", None)
-        if template:
-            ctx = self.services.full_context()
-            output = {k: self._render_output(self.services.templates, v, ctx,
-                                             f"output_template.{k}")
-                      for k, v in template.items()}
-        else:
-            output = self._final_output(None)
-        if term.status == "success":
-            return self._finish("success", 0, output, terminal=step.name, reason=term.reason)
-        return self._finish("failed", 1, output, terminal=step.name, reason=term.reason)
-
-    def _finish(self, status: RunStatus, code: int, output: dict[str, Any] | None, *,
-                terminal: str | None = None, reason: str | None = None,
-                error: PodiumError | None = None) -> RunResult:
-        elapsed = self.clock.monotonic() - self._started
-        err_run = error if isinstance(error, RunError) else None
-        self.bus.emit(RunFinished(
-            status=status,
-            output=output, terminal=terminal, reason=reason,
-            error_type=err_run.error_type if err_run else None,
-            message=str(error) if error else None,
-            step=err_run.step if err_run else None,
-            iteration=err_run.iteration if err_run else None,
-            elapsed=elapsed, iterations=self.state.run_iteration, exit_code=code))
-        return RunResult(self.run_id, status, code, output, terminal, reason, error,
-                         [r.step for r in self.state.records], elapsed,
-                         self.state.run_iteration, dict(self.usage_by_step),
-                         self.services.budget.report())
-
-    def _park(self, request: GateRequest) -> RunResult:
-        assert self.parker is not None
-        self.parker(request)
-        return self._parked(request)
-
-    def _parked(self, request: GateRequest) -> RunResult:
-        what = ("grant more iterations" if request.kind == "iteration_limit"
-                else f"answer the dialog of agent '{request.step}'" if request.kind == "dialog"
-                else f"answer gate '{request.step}'")
-        value = "best|MESSAGE" if request.kind == "dialog" else "VALUE"
-        message = (f"waiting for a person to {what}: podium gate answer {request.run_id} "
-                   f"{value}")
-        elapsed = self.clock.monotonic() - self._started
-        self.bus.emit(RunFinished(status="waiting", step=request.step, message=message,
-                                  elapsed=elapsed, iterations=self.state.run_iteration,
-                                  exit_code=5))
-        result = RunResult(self.run_id, "waiting", 5, None, None, message, None,
-                           [r.step for r in self.state.records], elapsed,
-                           self.state.run_iteration, dict(self.usage_by_step),
-                           self.services.budget.report())
-        return result
-
-    def _handed_off(self, exc: Handoff) -> RunResult:
-        """The run goes on elsewhere: nothing ends here (no run_finished)."""
-        return RunResult(self.run_id, "handoff", -1, None, None, str(exc), None,
-                         [r.step for r in self.state.records],
-                         self.clock.monotonic() - self._started, self.state.run_iteration,
-                         dict(self.usage_by_step), self.services.budget.report(), handoff=exc)
-
-    def _fail(self, exc: RunError) -> RunResult:
-        exc.run_id = self.run_id
-        if isinstance(exc, Interrupted):
-            return self._finish("interrupted", exc.exit_code, None, error=exc)
-        if isinstance(exc, LimitExceeded):
-            return self._finish("limit", exc.exit_code, None, error=exc)
-        return self._finish("error", exc.exit_code, None, error=exc)
 
 
 def _node_type(node: StepBase | ParallelGroup | ForEachGroup) -> str:
