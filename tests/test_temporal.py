@@ -325,6 +325,33 @@ def test_doctor_names_a_run_whose_workflow_was_terminated_and_stop_marks_it(
     assert not any(run_id in f["message"] for f in json.loads(again.stdout)["findings"])
 
 
+def test_a_followed_run_whose_workflow_is_terminated_is_marked_interrupted(
+        tmp_path: Path, server: DevServer, home: Path,
+        workers: tuple[str, list[Worker]]) -> None:
+    """`podium run --temporal` following a run whose workflow is terminated outside podium:
+    exit 3, saying so, and the run is marked interrupted (doctor has nothing left to name)."""
+    queue, _ = workers
+    stub = Stub(hold=True)
+    try:
+        proc = _held_pair(tmp_path, home, server, queue, stub)
+        run_id = _latest_fan(home)
+        terminated = subprocess.run(
+            [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "terminate", "--address",
+             server.address, "--workflow-id", run_id, "--reason", "test"],
+            check=False, capture_output=True, text=True, timeout=60)
+        assert terminated.returncode == 0, terminated.stderr
+        _, err = proc.communicate(timeout=60)
+    finally:
+        stub.release.set()
+        stub.close()
+    assert proc.returncode == 3, err
+    assert f"the Temporal workflow of run {run_id} ended without recording how the run " \
+        "ended (terminated?); the run is marked interrupted" in err
+    assert _runs_by_id(home)[run_id]["status"] == "interrupted"
+    doctor = run_cli(home, "doctor", "--format", "json")
+    assert not any(run_id in f["message"] for f in json.loads(doctor.stdout)["findings"])
+
+
 def test_podium_stop_all_cancels_runs_on_temporal_too(tmp_path: Path, server: DevServer,
                                                      home: Path,
                                                      workers: tuple[str, list[Worker]]) -> None:

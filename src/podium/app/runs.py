@@ -490,6 +490,17 @@ def stop_run(store: RunStore, run_id: str, *, wait: float = 10.0,
                    f"run {run.id} was asked to stop (pid {owner.pid}) and is still running")
 
 
+def mark_workflow_closed(store: RunStore, run_id: str) -> str:
+    """A run on Temporal whose workflow closed without recording the run's end (terminated
+    outside podium, say): marked interrupted when the store still has it running or waiting.
+    Its status now."""
+    now = store.get_run(run_id).status
+    if now not in ("running", "waiting"):  # its end was recorded after all
+        return now
+    store.update_run(run_id, status="interrupted")
+    return "interrupted"
+
+
 def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
     """Cancel the run's Temporal workflow; it ends `interrupted` (its workflow records it). A
     workflow that already closed (terminated outside podium) is not cancelled: the run is
@@ -501,9 +512,9 @@ def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
                                                  f"{run.status})")
     closed = cancel(run)  # cancels only a workflow that still runs
     if closed != "running":
-        if (now := store.get_run(run.id).status) not in ("running", "waiting"):  # it just ended
+        now = mark_workflow_closed(store, run.id)
+        if now != "interrupted":  # it just ended by itself
             return Stopped(run.id, now, None, f"run {run.id} ended (status: {now})")
-        store.update_run(run.id, status="interrupted")
         return Stopped(run.id, "interrupted", None, f"run {run.id}: its Temporal workflow "
                        f"had already ended ({closed or 'unknown to the server'}); marked "
                        "interrupted", marked=True)

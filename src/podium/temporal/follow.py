@@ -167,8 +167,12 @@ async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
     finished = await _follow(store, run_id, handle, opts.observers)
     elapsed = time.monotonic() - started
     if finished is None:
+        from podium.app.runs import mark_workflow_closed
+
+        status = mark_workflow_closed(store, run_id)
         sys.stderr.write(f"podium run: the Temporal workflow of run {run_id} ended without "
-                         "recording how the run ended (terminated?)\n")
+                         f"recording how the run ended (terminated?); the run is marked "
+                         f"{status}\n")
         return 3, None
     return int(finished["exit_code"]), _outcome(run_id, store.events(run_id), finished,
                                                 elapsed)
