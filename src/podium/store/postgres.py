@@ -19,7 +19,6 @@ whenever the lock comes free.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -243,37 +242,8 @@ class PostgresStore(SQLCore):
 
     # ------------------------------------------------------------------ live rows
 
-    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None:
-        """Write (or overwrite) one live row in a transaction of its own, on a connection of
-        its own: it never commits, nor waits for, a run's pending step."""
-        text = _dumps(self.redactor.value(body))
-        self._live_write("INSERT INTO live (run_id, key, body, updated_at) "
-                         "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, key) DO UPDATE SET "
-                         "body = excluded.body, updated_at = excluded.updated_at",
-                         (run_id, key, text, time.time()), run_id)
-
-    def clear_live(self, run_id: str, key: str | None = None) -> None:
-        """Remove one live row of the run, or all of them."""
-        if key is None:
-            self._live_write("DELETE FROM live WHERE run_id = %s", (run_id,), run_id)
-        else:
-            self._live_write("DELETE FROM live WHERE run_id = %s AND key = %s", (run_id, key),
-                             run_id)
-
-    def live(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """The run's live rows by key (empty when none streams)."""
-        rows = self._read("SELECT key, body FROM live WHERE run_id = %s ORDER BY key",
-                          (run_id,))
-        out: dict[str, dict[str, Any]] = {}
-        for r in rows:
-            with contextlib.suppress(ValueError):  # a damaged row: only a missed glimpse
-                value = json.loads(r["body"])
-                if isinstance(value, dict):
-                    out[str(r["key"])] = value
-        return out
-
     def _live_write(self, sql: str, params: tuple[Any, ...], run_id: str) -> None:
-        """An observer's write: a failure is reported, and never stops the run's writes."""
+        """On a pooled connection of its own, so it never waits for a run's pending step."""
         import psycopg
 
         try:

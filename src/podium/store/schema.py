@@ -4,7 +4,7 @@ Each migration runs in one transaction. Version 2 makes `events` a rowid table (
 multi-megabyte output then lives in overflow pages instead of splitting a WITHOUT ROWID b-tree
 at every insert), drops the run state that checkpoints carried and nothing read (resume folds
 the events), and adds the leases that say which process advances a run. Version 3 adds the live rows: what a
-running step streams, overwritten in place and cleared when the step ends (store/live.py).
+running step streams, overwritten in place and cleared when the step ends (store/sqlcore.py).
 """
 
 from __future__ import annotations

@@ -171,6 +171,12 @@ class SQLCore:
     def _disconnect(self) -> None:
         raise NotImplementedError
 
+    def _live_write(self, sql: str, params: tuple[Any, ...], run_id: str) -> None:
+        """One live-row statement in a short transaction of its own, which never joins (and
+        so never commits) a run's pending step; StoreError when it fails, and the store is
+        not marked failed: a live write is an observer's."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ transactions
 
     def _pending_of(self, run_id: str) -> _Pending:
@@ -442,6 +448,43 @@ class SQLCore:
             r["additional_input"] = self._loads(r["additional_input"] or "{}",
                                                 f"gate {r['id']} additional input")
             out.append(GateRecord(**r))
+        return out
+
+    # ------------------------------------------------------------------ live rows
+    # What a running step streams (its model text so far), kept apart from the run's history:
+    # a live row is overwritten in place and cleared when its step ends, never an event, so
+    # the history does not grow with what streamed; a console or the fleet TUI in another
+    # process shows the step with it (docs/decisions/0018-live-stream.md).
+
+    def put_live(self, run_id: str, key: str, body: dict[str, Any]) -> None:
+        """Write (or overwrite) one live row of the run."""
+        self._live_write(self.SQL.sql(
+            "INSERT INTO live (run_id, key, body, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (run_id, key) DO UPDATE SET body = excluded.body, "
+            "updated_at = excluded.updated_at"),
+            (run_id, key, _dumps(self.redactor.value(body)), time.time()), run_id)
+
+    def clear_live(self, run_id: str, key: str | None = None) -> None:
+        """Remove one live row of the run, or all of them."""
+        if key is None:
+            self._live_write(self.SQL.sql("DELETE FROM live WHERE run_id = ?"), (run_id,),
+                             run_id)
+        else:
+            self._live_write(self.SQL.sql("DELETE FROM live WHERE run_id = ? AND key = ?"),
+                             (run_id, key), run_id)
+
+    def live(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """The run's live rows by key (empty when none streams)."""
+        rows = self._read(self.SQL.sql("SELECT key, body FROM live WHERE run_id = ? "
+                                       "ORDER BY key"), (run_id,))
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            try:
+                value = json.loads(r["body"])
+            except ValueError:
+                continue  # a damaged live row is only a missed glimpse, never an error
+            if isinstance(value, dict):
+                out[str(r["key"])] = value
         return out
 
     # ------------------------------------------------------------------ leases

@@ -26,7 +26,6 @@ from typing import Any
 from podium.events.model import Checkpointed, Event
 from podium.store import files
 from podium.store.base import GateRecord, Lease, Liveness, Owner, RunRecord, StoreError
-from podium.store.live import LiveRows
 from podium.store.schema import MIGRATIONS, SCHEMA_VERSION
 from podium.store.sqlcore import _RUN_COLUMNS, Dialect, SQLCore, _dumps, _owned, _Params, _Write
 
@@ -78,7 +77,7 @@ def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     return out
 
 
-class SQLiteStore(SQLCore, LiveRows):
+class SQLiteStore(SQLCore):
     """RunStore on SQLite. Safe to share between threads (one lock serialises access)."""
 
     SQL = Dialect(mark="?", runs="SELECT * FROM runs", like="LIKE ? ESCAPE '\\'",
@@ -257,6 +256,17 @@ class SQLiteStore(SQLCore, LiveRows):
 
     def _damaged(self, what: str) -> StoreError:
         return self._untouched(what)
+
+    def _live_write(self, sql: str, params: tuple[Any, ...], run_id: str) -> None:
+        with self._lock:
+            if self.db.in_transaction:  # never join (and so commit) another write
+                raise StoreError(f"cannot write the live rows of run {run_id}: the run store "
+                                 f"{self.path} is inside a transaction")
+            try:
+                self.db.execute(sql, params)  # autocommit: its own short transaction
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write the live rows of run {run_id} to the run "
+                                 f"store {self.path}: {exc}") from None
 
     def _disconnect(self) -> None:
         self.db.close()

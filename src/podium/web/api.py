@@ -145,7 +145,7 @@ async def run_events(request: Request) -> Response:
 
 
 async def run_live(request: Request) -> Response:
-    """What the run's running steps streamed so far, by `step#iteration` (store/live.py)."""
+    """What the run's running steps streamed so far, by `step#iteration` (store/sqlcore.py)."""
     c = _console(request)
     rid = _run_id(request)
     if await anyio.to_thread.run_sync(c.reader.run_row, rid) is None:

@@ -249,7 +249,7 @@ class Reader:
 
     def streaming(self, run_id: str) -> dict[str, dict[str, Any]]:
         """What the run's running steps streamed so far, by `step#iteration` (the store's
-        live rows; store/live.py): empty unless a live process runs it (a crashed run's rows
+        live rows; store/sqlcore.py): empty unless a live process runs it (a crashed run's rows
         stay until it is resumed)."""
         row = self.run_row(run_id)
         if row is None or not self.live(row):

@@ -123,7 +123,7 @@ async def run_stream(feed: ChangeFeed, reader: Reader, run_id: str,
                      after: int) -> AsyncIterator[str]:
     """A run's events after `after` (each with its seq as id), then every new one; its
     summary (`run`: status, open gates, children) whenever it changes; and what its running
-    steps streamed so far (`live`: key -> body, store/live.py) whenever that changes."""
+    steps streamed so far (`live`: key -> body, store/sqlcore.py) whenever that changes."""
     stream = next(feed._ids)
     feed.sent[stream] = (run_id, after)
     last = after
