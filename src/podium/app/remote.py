@@ -5,12 +5,10 @@ here, and only for such runs."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from podium.blocking import run_to_end
 from podium.errors import PodiumError
 
 if TYPE_CHECKING:
@@ -19,7 +17,6 @@ if TYPE_CHECKING:
     from podium.store.base import RunRecord
 
 ENV = "PODIUM_TEMPORAL_ADDRESS"
-T = TypeVar("T")
 
 
 class TemporalUnreachable(PodiumError):
@@ -65,30 +62,6 @@ async def connect(where: str, namespace: str = "default") -> Client:
                                   f"{namespace}): {reason}") from None
 
 
-def _blocking(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to its end from synchronous code, even inside a running event loop
-    (the console's): then in a thread of its own."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="podium-temporal")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    result: T = box["value"]
-    return result
-
-
 async def _handle(run: RunRecord) -> tuple[str, WorkflowHandle[Any, Any]]:
     """The run's server address and a handle on its workflow."""
     where = on_temporal(run) or {}
@@ -126,14 +99,14 @@ async def _handle_call(run: RunRecord, what: str, gate_id: int | None) -> str | 
 
 def signal_answer(run: RunRecord, gate_id: int) -> None:
     """Tell the run's workflow that gate `gate_id` was answered (the answer is in the store)."""
-    _blocking(_handle_call(run, "answer", gate_id))
+    run_to_end(_handle_call(run, "answer", gate_id), "podium-temporal")
 
 
 def cancel(run: RunRecord) -> str | None:
     """Cancel the run's workflow when it still runs: its activities stop, and it ends
     `interrupted`. Returns what `workflow_status` would have said before: 'running' (now
     cancelled), how it had closed, or None when the server does not know it."""
-    return _blocking(_handle_call(run, "cancel", None))
+    return run_to_end(_handle_call(run, "cancel", None), "podium-temporal")
 
 
 async def _status(run: RunRecord, target: str, handle: WorkflowHandle[Any, Any]) -> str | None:
@@ -160,4 +133,4 @@ def workflow_status(run: RunRecord) -> str | None:
     ('terminated', 'failed', 'completed', 'canceled', 'timed_out', ...); None when the server does not know it (never
     started, or deleted after its retention). TemporalUnreachable when the server is not
     there."""
-    return _blocking(_describe(run))
+    return run_to_end(_describe(run), "podium-temporal")

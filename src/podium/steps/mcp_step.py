@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import tempfile
-import threading
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -112,32 +111,14 @@ class ToolReply:
 def call_tool(request: ToolCall) -> ToolReply:
     """Call the tool synchronously (a private event loop; another thread if this one already
     runs a loop). Raises McpCallError."""
-    import asyncio
-
     try:
         from mcp import Client  # noqa: F401  (mcp 2: `Client`, streamable_http_client, httpx2)
     except ImportError:
         raise McpCallError("start", "the mcp step needs version 2 of the official MCP SDK "
                            "(pip install 'mcp>=2,<3')") from None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_call(request))
-    box: dict[str, Any] = {}
+    from podium.blocking import run_to_end
 
-    def target() -> None:
-        try:
-            box["reply"] = asyncio.run(_call(request))
-        except BaseException as exc:
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name="podium-mcp", daemon=True)
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    reply: ToolReply = box["reply"]
-    return reply
+    return run_to_end(_call(request), "podium-mcp")
 
 
 def _command(request: ToolCall) -> str:
