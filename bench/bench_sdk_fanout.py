@@ -8,6 +8,9 @@ bare HTTP client for comparison. What this costs is the floor of
   openai-create   client.chat.completions.with_streaming_response.create(stream=True, ...)
   openai-post     client.post("/chat/completions", ...), the body as podium builds it
                   (what providers/openai_chat.py does: no per-call transform)
+  openai-post-spread  the same post, each call in flight on a copy of the client of its own
+                  (own connection pool, one shared TLS context), copies reused: the cost
+                  of sharing one pool between 100 threads (docs/performance.md, fourth pass)
   anthropic-stream  client.messages.stream(...), its events iterated, get_final_message()
   anthropic-post  client.post("/v1/messages", ...), the SSE events read with
                   podium.providers.sse and json.loads (what providers/anthropic_messages.py
@@ -149,6 +152,27 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
                                  stream=True)) as r:
                 for _ in r.iter_lines():
                     pass
+        if mode == "openai-post-spread":  # a copy of the client per call in flight
+            free: list[Any] = []
+            lock = threading.Lock()
+            tls = httpx2.create_ssl_context()  # one for all: building one costs ~20 ms
+
+            def spread(i: int) -> None:
+                with lock:
+                    c = free.pop() if free else oa.copy(
+                        http_client=openai.DefaultHttpxClient(verify=tls))
+                try:
+                    b = {**body(i), "stream": True, "stream_options": {"include_usage": True}}
+                    with closing(c.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                                        options={"headers": STREAM, "timeout": 600.0,
+                                                 "security": {"bearer_auth": True}},
+                                        stream=True)) as r:
+                        for _ in r.iter_lines():
+                            pass
+                finally:
+                    with lock:
+                        free.append(c)
+            return spread
         return create if mode == "openai-create" else post
     import anthropic
     import httpx2
@@ -176,7 +200,7 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
     return stream if mode == "anthropic-stream" else apost
 
 
-MODES = ("raw", "openai-create", "openai-post", "openai-async-post", "anthropic-stream",
+MODES = ("raw", "openai-create", "openai-post", "openai-post-spread", "openai-async-post", "anthropic-stream",
          "anthropic-post", "anthropic-async-post")
 # not run by default: they need aiohttp, which podium does not install
 AIOHTTP_MODES = ("openai-async-post-aiohttp", "anthropic-async-post-aiohttp")
