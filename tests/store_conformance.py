@@ -30,6 +30,8 @@ from podium.events.model import (
     Checkpointed,
     Event,
     LimitReached,
+    ModelExchange,
+    ParseRecovery,
     PromptRendered,
     RouteTaken,
     RunFinished,
@@ -340,6 +342,39 @@ class RunStoreConformance:
         assert len(reader.events("r1")) == 3
         writer.append_event(events[4])
         assert [e["type"] for e in reader.events("r1")][3:] == ["step_started", "step_failed"]
+
+    def test_a_group_members_answer_commits_with_its_end(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A member's model_exchange commits with what follows it (its step_finished, or a
+        parse recovery): one commit less per member. A top-level agent's commits at once."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+
+        def answer(step: str, group: str | None) -> ModelExchange:
+            return ModelExchange(step=step, iteration=1, attempt=1, provider="openai",
+                                 request={"message": "hi"}, response_text="{}", group=group)
+
+        raw: list[Event] = [
+            answer("a", None),
+            answer("m[0]", "g"),
+            StepFinished(step="m[0]", step_type="agent", iteration=1, elapsed=0.0,
+                         output={}, group="g"),
+            answer("m[1]", "g"),
+            ParseRecovery(step="m[1]", iteration=1, attempt=1, max_attempts=2,
+                          reason="syntax", error="no JSON")]
+        events = [_stamp(e, "r1", i) for i, e in enumerate(raw, 1)]
+        writer.append_event(events[0])
+        assert [e["type"] for e in reader.events("r1")] == ["model_exchange"]
+        writer.append_event(events[1])
+        assert len(reader.events("r1")) == 1
+        writer.append_event(events[2])
+        assert [e["type"] for e in reader.events("r1")][1:] == ["model_exchange",
+                                                                "step_finished"]
+        writer.append_event(events[3])
+        assert len(reader.events("r1")) == 3
+        writer.append_event(events[4])
+        assert [e["type"] for e in reader.events("r1")][3:] == ["model_exchange",
+                                                                "parse_recovery"]
 
     def test_the_last_checkpoint_is_visible_only_with_the_end(
             self, handles: Callable[[], RunStore]) -> None:

@@ -161,6 +161,7 @@ class ModelExchange(Event):
     # window (None when the window is unknown)
     context_tokens: int | None = None
     context_window: int | None = None
+    group: str | None = None  # a group member's: it commits with the member's end
 
 
 class ModelDelta(Event):

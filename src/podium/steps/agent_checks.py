@@ -246,7 +246,7 @@ class SideSession:
                 "tools": []}, response_text=reply.text, input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
             elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None, call=req.call,
+            cost_usd=this.cost_usd if this.priced else None, call=req.call, group=run.group,
             **reply_facts(reply, req.provider, reply.model or req.model)))
         return reply, this
 

@@ -118,6 +118,11 @@ class RunServices:
     def mode(self) -> str:
         return self.workflow.workflow.context.mode
 
+    @property
+    def group(self) -> str | None:
+        """The group whose member runs on this thread (None outside a group)."""
+        return getattr(self.local, "group", None)
+
     def step_context(self, step: StepBase) -> dict[str, Any]:
         """The context a step's own templates see (depends on the context mode), plus the
         item variables when the step runs for a for-each item (set per worker thread)."""

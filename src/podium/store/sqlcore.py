@@ -88,6 +88,10 @@ def _defers(event: Event) -> bool:
             return True
         if kind == "agent" and event.__dict__.get("group") is not None:
             return True
+    if event.type == "model_exchange" and event.__dict__.get("group") is not None:
+        # a group member's answer: what follows it (the member's end, or its parse
+        # recovery) commits at once, and a member killed before its end runs again anyway
+        return True
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
