@@ -51,6 +51,9 @@ class WireServer:
         self.connections = 0
         self.server_seconds = 0.0  # time spent inside the server's own handling
         self.chunked = False  # streams as one HTTP chunk per SSE event
+        # False: SSE data written as UTF-8 as it is (json.dumps(ensure_ascii=False): U+2028
+        # and U+0085 unescaped, as servers in Python with pydantic or in Node write them)
+        self.ascii = True
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -134,7 +137,7 @@ class WireServer:
                 if canned.raw is None and canned.events is not None and server.chunked:
                     self._stream(canned)
                 else:
-                    payload, ctype = _payload(canned)
+                    payload, ctype = _payload(canned, server.ascii)
                     self._head(canned, ctype, {"content-length": str(len(payload))})
                     self.wfile.write(payload)
                 with server._lock:
@@ -150,7 +153,7 @@ class WireServer:
             def _stream(self, canned: Canned) -> None:
                 assert canned.events is not None
                 self._head(canned, "text/event-stream", {"transfer-encoding": "chunked"})
-                for piece in _sse(canned.events):
+                for piece in _sse(canned.events, server.ascii):
                     data = piece.encode()
                     self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                     self.wfile.flush()
@@ -183,20 +186,20 @@ class WireServer:
         return [r.body for r in self.requests]
 
 
-def _payload(canned: Canned) -> tuple[bytes, str]:
+def _payload(canned: Canned, ascii: bool = True) -> tuple[bytes, str]:
     """The whole body of a response and its content type."""
     if canned.raw is not None:
         return canned.raw, "application/json"
     if canned.events is not None:
-        return "".join(_sse(canned.events)).encode(), "text/event-stream"
+        return "".join(_sse(canned.events, ascii)).encode(), "text/event-stream"
     return json.dumps(canned.body).encode(), "application/json"
 
 
-def _sse(events: list[tuple[str | None, Any]]) -> list[str]:
+def _sse(events: list[tuple[str | None, Any]], ascii: bool = True) -> list[str]:
     """Each (event, data) pair as the text of one server-sent event."""
     out = []
     for event, data in events:
         head = f"event: {event}\n" if event else ""
-        text = data if data == "[DONE]" else json.dumps(data)  # OpenAI's end of stream
+        text = data if data == "[DONE]" else json.dumps(data, ensure_ascii=ascii)  # [DONE]: OpenAI's end
         out.append(f"{head}data: {text}\n\n")
     return out

@@ -32,7 +32,7 @@ from podium.providers.catalog import (
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
-from podium.providers.sse import events
+from podium.providers.sse import events, lines
 from podium.providers.stream_deltas import anthropic_delta
 from podium.tools.base import ToolResult
 
@@ -251,7 +251,7 @@ class ClaudeSession(LoopSession):
             with closing(self.provider.stream_messages(self.messages, self.params,
                                                        timeout)) as response:
                 tools: dict[int, str] = {}  # block index -> tool name
-                for name, raw in events(response.iter_lines()):
+                for name, raw in events(lines(response.iter_bytes())):
                     event = got.event(name, raw, response)
                     if event is not None:
                         anthropic_delta(event, tools, deltas)

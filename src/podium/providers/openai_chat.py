@@ -25,6 +25,7 @@ from podium.providers.catalog import Capabilities, openai_rejects_effort
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.providers.sse import lines
 from podium.tools.base import ToolResult
 
 CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=("low", "medium", "high"),
@@ -114,7 +115,7 @@ class OpenAISession(LoopSession):
             with closing(self.provider.stream_chat({"messages": self.messages, **self.params},
                                                    timeout)) as response:
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    for line in response.iter_lines():
+                    for line in lines(response.iter_bytes()):
                         got.line(line, deltas, self.provider.name)
                 else:  # an endpoint that does not stream answers with the whole completion
                     got.whole(json.loads(response.read()), deltas)

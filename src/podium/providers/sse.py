@@ -1,10 +1,46 @@
-"""Server-sent events from the lines of a streamed HTTP response, as (event, data) pairs: what
-the SDKs' own stream readers parse, without the typed object they build for every event
-(for a short answer that object is most of the SDK's CPU per call)."""
+"""Server-sent events from a streamed HTTP response: its lines (`lines`), then (event, data)
+pairs (`events`). What the SDKs' own stream readers parse, without the typed object they
+build for every event (for a short answer that object is most of the SDK's CPU per call)."""
 
 from __future__ import annotations
 
+import codecs
+import re
 from collections.abc import Iterable, Iterator
+
+# The only line endings of an event stream (the SSE spec): CRLF, LF, CR. Not str.splitlines,
+# which httpx's iter_lines uses: it also splits at U+2028, U+2029 and U+0085, which JSON may
+# carry unescaped inside a `data:` line (servers that write UTF-8 as it is do: vLLM, Node).
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a stream's body (`response.iter_bytes()`), without their endings, decoded
+    as UTF-8 (an event stream's only encoding; a broken sequence becomes U+FFFD). A line may
+    arrive over several chunks (kept as pieces, joined once), and a CRLF split between two."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    pieces: list[str] = []  # the line being read
+    after_cr = False  # the last chunk ended a line with CR: an LF opening the next is its pair
+    for chunk in chunks:
+        text = decode(chunk)
+        if after_cr and text:
+            after_cr = False
+            if text.startswith("\n"):
+                text = text[1:]
+        if not text:
+            continue
+        after_cr = text.endswith("\r")
+        parts = _EOL.split(text)
+        if len(parts) == 1:
+            pieces.append(text)
+            continue
+        if pieces:
+            parts[0] = "".join(pieces) + parts[0]
+        pieces = [parts.pop()]
+        yield from parts
+    rest = "".join(pieces) + decode(b"", True)
+    if rest:
+        yield rest
 
 
 def events(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
