@@ -154,6 +154,39 @@ def test_tools_selection_rules(ws: Workspace) -> None:
         build_toolbox(["web__search"], str(ws.root), {}, hub)
 
 
+def test_a_runs_workspace_is_reused_while_its_folder_is_there(tmp_path: Path) -> None:
+    """Executions of one run share a workspace (its folder resolved once), each with a
+    toolbox of its own; a folder gone since is reported, and one there again is resolved
+    again."""
+    root = tmp_path / "work"
+    root.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(root)
+
+    def hub() -> McpHub:
+        raise AssertionError("no MCP server is declared")
+
+    kept: dict[object, Workspace] = {}
+    first = build_toolbox(["read_file"], str(link), {}, hub, run_id="r1", workspaces=kept)
+    second = build_toolbox(["read_file"], str(link), {}, hub, run_id="r1", workspaces=kept)
+    assert first is not None
+    assert second is not None
+    assert first is not second
+    (ws_first,) = kept.values()
+    assert ws_first.root == root.resolve()
+    assert build_toolbox(["read_file"], str(link), {}, hub, run_id="r2",
+                         workspaces=kept) is not None
+    assert len(kept) == 2  # another run's (or another folder's) workspace is its own
+    link.unlink()
+    with pytest.raises(ToolError, match="does not exist"):
+        build_toolbox(["read_file"], str(link), {}, hub, run_id="r1", workspaces=kept)
+    other = tmp_path / "other"
+    other.mkdir()
+    link.symlink_to(other)
+    build_toolbox(["read_file"], str(link), {}, hub, run_id="r1", workspaces=kept)
+    assert kept[next(k for k in kept if k[1] == "r1")].root == other.resolve()
+
+
 def test_working_dir_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="does not exist"):
         Workspace(tmp_path / "missing")

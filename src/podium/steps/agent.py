@@ -115,7 +115,8 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbo
                                                           lambda: McpHub(servers)),
                              run_id=run.run_id,
                              hidden=frozenset(secret_names(run.workflow)),
-                             limit=output_limit(runtime.tool_output))
+                             limit=output_limit(runtime.tool_output),
+                             workspaces=run.workspaces)
     except ToolError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
 

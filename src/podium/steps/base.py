@@ -113,6 +113,9 @@ class RunServices:
     guidance: list[str] = field(default_factory=list)
     guidance_source: Callable[[str, int], list[str]] | None = None
     guidance_lock: threading.Lock = field(default_factory=threading.Lock)
+    # the workspaces agents' tools work in, kept for the run's next executions
+    # (tools/select.py build_toolbox)
+    workspaces: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def mode(self) -> str:

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Callable
+from typing import Any
 
 from podium.language.model import McpServerConfig
 from podium.tools.base import DEFAULT_MAX_CHARS, OutputLimit, Tool, Toolbox, ToolError
@@ -31,16 +33,27 @@ def build_toolbox(names: list[str] | None, working_dir: str,
                   max_chars: int = DEFAULT_MAX_CHARS, *,
                   run_id: str | None = None,
                   hidden: frozenset[str] = frozenset(),
-                  limit: OutputLimit | None = None) -> Toolbox | None:
+                  limit: OutputLimit | None = None,
+                  workspaces: dict[Any, Workspace] | None = None) -> Toolbox | None:
     """The toolbox for `names` (see the module doc); None when the agent gets no tool.
     `limit` (runtime.tool_output) replaces `max_chars`; read_file may read the files it
-    spills. Raises ToolError for an unknown name or a server that cannot be reached."""
+    spills. `workspaces` keeps the run's workspaces for its next executions: a folder is
+    resolved (symbolic links followed) when the run first works in it, and each execution
+    checks that it is still there (a link re-pointed meanwhile is not followed again).
+    Raises ToolError for an unknown name or a server that cannot be reached."""
     if names is not None and not names:
         return None
     limit = limit if limit is not None else OutputLimit(max_chars)
-    # the commands it runs carry PODIUM_RUN_ID, and never see `hidden` (the run's secrets)
-    workspace = Workspace(working_dir, run_id=run_id, hidden=hidden,
-                          readable=(limit.spill_dir,) if limit.spill_dir else ())
+    key = (working_dir, run_id, hidden, limit.spill_dir)
+    workspace = workspaces.get(key) if workspaces is not None else None
+    if workspace is None or not os.path.isdir(working_dir):
+        if workspaces is not None:
+            workspaces.pop(key, None)
+        # the commands it runs carry PODIUM_RUN_ID, and never see `hidden` (the run's secrets)
+        workspace = Workspace(working_dir, run_id=run_id, hidden=hidden,
+                              readable=(limit.spill_dir,) if limit.spill_dir else ())
+        if workspaces is not None:
+            workspaces[key] = workspace
     chosen: list[Tool] = []
     if names is None:
         chosen += workspace.tools()
