@@ -20,7 +20,9 @@ bare HTTP client for comparison. What this costs is the floor of
                   AsyncAnthropic) on ONE event loop thread, each of the 100 threads
                   submitting its call with asyncio.run_coroutine_threadsafe and blocking
                   on the future: what moving the adapters to the async clients would give
-  openai-async-post-aiohttp, anthropic-async-post-aiohttp
+  openai-gathered  no threads at all: the posts of openai-async-post as 1,000 tasks on one
+                  event loop, --threads of them at a time (what members as tasks would cost)
+  openai-async-post-aiohttp, anthropic-async-post-aiohttp, openai-gathered-aiohttp
                   the same on the SDKs' aiohttp transport (openai.DefaultAioHttpClient,
                   anthropic.DefaultAioHttpClient); not in the default set, as they need
                   aiohttp (`uv pip install --python .venv/bin/python aiohttp`), then
@@ -200,10 +202,44 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
     return stream if mode == "anthropic-stream" else apost
 
 
-MODES = ("raw", "openai-create", "openai-post", "openai-post-spread", "openai-async-post", "anthropic-stream",
-         "anthropic-post", "anthropic-async-post")
+def gathered(mode: str, port: int, width: int) -> Callable[[int], None]:
+    """No threads at all: `calls` posts as tasks on one event loop, `width` at a time. The
+    returned function runs one round of that many calls."""
+    import httpx2
+    import openai
+
+    loop = asyncio.new_event_loop()
+    aio = mode.endswith("-aiohttp")
+    oa = openai.AsyncOpenAI(api_key="sk-bench", base_url=f"http://127.0.0.1:{port}/v1",
+                            max_retries=0,
+                            http_client=openai.DefaultAioHttpClient() if aio else None)
+
+    async def one(i: int, gate: asyncio.Semaphore) -> None:
+        async with gate:
+            b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
+                 "response_format": FMT, "stream": True,
+                 "stream_options": {"include_usage": True}}
+            r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                              options={"headers": STREAM, "timeout": 600.0,
+                                       "security": {"bearer_auth": True}}, stream=True)
+            try:
+                async for _ in r.aiter_lines():
+                    pass
+            finally:
+                await r.aclose()
+
+    async def round_of(calls: int) -> None:
+        gate = asyncio.Semaphore(width)
+        await asyncio.gather(*(one(i, gate) for i in range(calls)))
+
+    return lambda calls: loop.run_until_complete(round_of(calls))
+
+
+MODES = ("raw", "openai-create", "openai-post", "openai-post-spread", "openai-async-post",
+         "openai-gathered", "anthropic-stream", "anthropic-post", "anthropic-async-post")
 # not run by default: they need aiohttp, which podium does not install
-AIOHTTP_MODES = ("openai-async-post-aiohttp", "anthropic-async-post-aiohttp")
+AIOHTTP_MODES = ("openai-async-post-aiohttp", "anthropic-async-post-aiohttp",
+                 "openai-gathered-aiohttp")
 
 
 def main() -> None:
@@ -220,13 +256,20 @@ def main() -> None:
     rows = []
     try:
         for mode in args.modes.split(","):
-            call = caller(mode, stub.port)
-            call(0)
+            if "gathered" in mode:
+                run_round = gathered(mode, stub.port, args.threads)
+                run_round(1)
+            else:
+                call = caller(mode, stub.port)
+                call(0)
+
+                def run_round(calls: int, call: Callable[[int], None] = call) -> None:
+                    with ThreadPoolExecutor(args.threads) as pool:
+                        list(pool.map(call, range(calls)))
             walls, cpus = [], []
             for _ in range(args.repeats + 1):
                 t0, c0 = time.perf_counter(), time.process_time()
-                with ThreadPoolExecutor(args.threads) as pool:
-                    list(pool.map(call, range(args.calls)))
+                run_round(args.calls)
                 walls.append(time.perf_counter() - t0)
                 cpus.append((time.process_time() - c0) / args.calls * 1000)
             wall, cpu = statistics.median(walls[1:]), statistics.median(cpus[1:])
