@@ -70,6 +70,23 @@ def on_loop() -> Callable[[Any], Any]:
     return lambda coro: asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
+async def openai_async_post(oa: Any, i: int) -> None:
+    """The streamed post podium's OpenAI adapter makes, through an async client, read to its
+    end."""
+    import httpx2
+
+    b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
+         "response_format": FMT, "stream": True, "stream_options": {"include_usage": True}}
+    r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                      options={"headers": STREAM, "timeout": 600.0,
+                               "security": {"bearer_auth": True}}, stream=True)
+    try:
+        async for _ in r.aiter_lines():
+            pass
+    finally:
+        await r.aclose()
+
+
 def async_caller(mode: str, url: str) -> Callable[[int], None]:
     import httpx2
 
@@ -80,20 +97,7 @@ def async_caller(mode: str, url: str) -> Callable[[int], None]:
 
         oa = openai.AsyncOpenAI(api_key="sk-bench", base_url=url + "/v1", max_retries=0,
                                 http_client=openai.DefaultAioHttpClient() if aio else None)
-
-        async def opost(i: int) -> None:
-            b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
-                 "response_format": FMT, "stream": True,
-                 "stream_options": {"include_usage": True}}
-            r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
-                              options={"headers": STREAM, "timeout": 600.0,
-                                       "security": {"bearer_auth": True}}, stream=True)
-            try:
-                async for _ in r.aiter_lines():
-                    pass
-            finally:
-                await r.aclose()
-        return lambda i: run(opost(i))
+        return lambda i: run(openai_async_post(oa, i))
     import anthropic
 
     from podium.providers.sse import events
@@ -205,7 +209,6 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
 def gathered(mode: str, port: int, width: int) -> Callable[[int], None]:
     """No threads at all: `calls` posts as tasks on one event loop, `width` at a time. The
     returned function runs one round of that many calls."""
-    import httpx2
     import openai
 
     loop = asyncio.new_event_loop()
@@ -216,17 +219,7 @@ def gathered(mode: str, port: int, width: int) -> Callable[[int], None]:
 
     async def one(i: int, gate: asyncio.Semaphore) -> None:
         async with gate:
-            b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
-                 "response_format": FMT, "stream": True,
-                 "stream_options": {"include_usage": True}}
-            r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
-                              options={"headers": STREAM, "timeout": 600.0,
-                                       "security": {"bearer_auth": True}}, stream=True)
-            try:
-                async for _ in r.aiter_lines():
-                    pass
-            finally:
-                await r.aclose()
+            await openai_async_post(oa, i)
 
     async def round_of(calls: int) -> None:
         gate = asyncio.Semaphore(width)
