@@ -150,14 +150,17 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
                 for _ in r.iter_lines():
                     pass
 
-        def post(i: int) -> None:
+        def post_with(client: openai.OpenAI, i: int) -> None:
             b = {**body(i), "stream": True, "stream_options": {"include_usage": True}}
-            with closing(oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
-                                 options={"headers": STREAM, "timeout": 600.0,
-                                          "security": {"bearer_auth": True}},
-                                 stream=True)) as r:
+            with closing(client.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                                     options={"headers": STREAM, "timeout": 600.0,
+                                              "security": {"bearer_auth": True}},
+                                     stream=True)) as r:
                 for _ in r.iter_lines():
                     pass
+
+        def post(i: int) -> None:
+            post_with(oa, i)
         if mode == "openai-post-spread":  # a copy of the client per call in flight
             free: list[Any] = []
             lock = threading.Lock()
@@ -168,13 +171,7 @@ def caller(mode: str, port: int) -> Callable[[int], None]:
                     c = free.pop() if free else oa.copy(
                         http_client=openai.DefaultHttpxClient(verify=tls))
                 try:
-                    b = {**body(i), "stream": True, "stream_options": {"include_usage": True}}
-                    with closing(c.post("/chat/completions", cast_to=httpx2.Response, body=b,
-                                        options={"headers": STREAM, "timeout": 600.0,
-                                                 "security": {"bearer_auth": True}},
-                                        stream=True)) as r:
-                        for _ in r.iter_lines():
-                            pass
+                    post_with(c, i)
                 finally:
                     with lock:
                         free.append(c)
