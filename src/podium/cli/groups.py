@@ -186,10 +186,14 @@ def registry_list(
     raise typer.Exit(list_command(name, json_out))
 
 
+# the NAME argument of the registry commands that act on one registry
+RegistryName = Annotated[str, typer.Argument(help="The registry.", show_default=False,
+                                             metavar="NAME")]
+
+
 @registry_app.command("show")
 def registry_show(
-    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
-                                        metavar="NAME")],
+    name: RegistryName,
 ) -> None:
     """Show a registry: type, source, default, cache folder."""
     from podium.cli.registry_cmd import show_command
@@ -200,8 +204,7 @@ def registry_show(
 
 @registry_app.command("remove")
 def registry_remove(
-    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
-                                        metavar="NAME")],
+    name: RegistryName,
 ) -> None:
     """Remove a registry and its cache."""
     from podium.cli.registry_cmd import remove_command
@@ -212,8 +215,7 @@ def registry_remove(
 
 @registry_app.command("set-default")
 def registry_set_default(
-    name: Annotated[str, typer.Argument(help="The registry.", show_default=False,
-                                        metavar="NAME")],
+    name: RegistryName,
 ) -> None:
     """Make a registry the default (used by NAME and NAME@#REF)."""
     from podium.cli.registry_cmd import set_default_command
