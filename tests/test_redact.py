@@ -94,8 +94,10 @@ def test_values_inside_structures_keys_and_numbers_are_redacted() -> None:
     r = Redactor({"TOKEN": SECRET, "NUM": "73915468"})
     got = r.value({"a": [SECRET, {SECRET: 1}], "n": 73915468, "m": 1739154680.5, "k": 3,
                    "none": None, "flag": True})
-    assert got == {"a": ["<secret:TOKEN>", {"<secret:TOKEN>": 1}], "n": "<secret:NUM>",
-                   "m": "1<secret:NUM>0.5", "k": 3, "none": None, "flag": True}
+    assert got == {"a": ["<secret:TOKEN>", {"<secret:TOKEN>": 1}], "n": "<number:<secret:NUM>>",
+                   "m": "<number:1<secret:NUM>0.5>", "k": 3, "none": None, "flag": True}
+    back = restore_secrets(got, {"TOKEN", "NUM"}, {"TOKEN": SECRET, "NUM": "73915468"})
+    assert (back["n"], back["m"]) == (73915468, 1739154680.5)  # numbers again, on resume
 
 
 def test_short_values_are_redacted_as_whole_words_and_longer_ones_win() -> None:
@@ -137,7 +139,7 @@ def test_a_secret_that_is_json_keeps_the_event_valid(secret: str) -> None:
     assert got.output["t"] == "is <secret:MY_TOKEN> here"
     assert got.output["b"] is True
     if secret == "73915468":
-        assert got.output["n"] == "<secret:MY_TOKEN>"
+        assert got.output["n"] == "<number:<secret:MY_TOKEN>>"
 
 
 def test_restore_takes_named_values_from_the_environment() -> None:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -378,3 +379,203 @@ def test_a_run_whose_workflow_reads_a_secret_replays_identically(tmp_path: Path)
     assert missing.returncode in (2, 3), missing.stderr
     assert "MY_TOKEN" in missing.stderr
     assert SECRET not in missing.stdout + missing.stderr
+
+
+# ------------------------------------------------------------- every encoding, on real processes
+
+HARD = "q\"uo\\te'-ü-🔑-7731&<b>"  # what JSON, HTML and the shell all escape
+FORMS_SCRIPT = r"""
+import base64, html, json, os, shlex, sys, urllib.parse
+import markupsafe
+t = os.environ["MY_TOKEN"]
+b = t.encode()
+out = {
+    "raw": t,
+    "inner": json.dumps({"token": t}),  # JSON text in a string: escaped twice in the event
+    "inner2": json.dumps(json.dumps({"token": t}, ensure_ascii=False)),
+    "html": html.escape(t), "markup": str(markupsafe.escape(t)),
+    "shell": shlex.quote(t), "bash": "'" + t.replace("'", "'\\''") + "'",
+    "url": urllib.parse.quote(t, safe=""), "url+": urllib.parse.quote_plus(t),
+    "basic": "Basic " + base64.b64encode(b"user:" + b).decode(),
+    "b64": [base64.b64encode(p + b).decode() for p in (b"", b"x", b"xy")],
+    "b64url": base64.urlsafe_b64encode(b"x" + b).decode(),
+}
+print(json.dumps(out, ensure_ascii=bool(sys.argv[1:])))
+print("stderr:", json.dumps(out, ensure_ascii=False), file=sys.stderr)
+"""
+
+FORMS = """
+workflow:
+  name: forms
+  entry_point: shout
+  secrets: [MY_TOKEN]
+agents:
+  - name: shout
+    type: script
+    command: python
+    args: ["{{ workflow.dir }}/forms.py", "ascii"]
+    routes: [{to: again}]
+  - name: again
+    type: script
+    command: python
+    args: ["{{ workflow.dir }}/forms.py"]
+    routes: [{to: render}]
+  - name: render
+    type: set
+    value:
+      html: "{{ shout.output.raw | e }}"
+      quoted: "{{ shout.output.raw | quote }}"
+      json: "{{ shout.output | tojson }}"
+      nested: "{{ {'again': shout.output.inner} | tojson }}"
+output:
+  render: "{{ render.output | tojson }}"
+"""
+
+
+def _every_form(value: str) -> dict[str, bytes]:
+    """Each form of `value` (the test's own list) as bytes, once and twice JSON-escaped."""
+    import html as html_mod
+    import shlex
+
+    import markupsafe
+
+    raw = value.encode()
+    base = {
+        "raw": value, "html": html_mod.escape(value), "markupsafe": str(markupsafe.escape(value)),
+        "shlex": shlex.quote(value), "bash": "'" + value.replace("'", "'\\''") + "'",
+        "url": quote(value, safe=""), "url+": quote_plus(value),
+    }
+    forms: dict[str, bytes] = {}
+    for name, text in base.items():
+        for ascii_ in (True, False):
+            once = json.dumps(text, ensure_ascii=ascii_)[1:-1]
+            twice = json.dumps(once, ensure_ascii=ascii_)[1:-1]
+            forms[name] = text.encode()
+            forms[f"{name} json{'' if ascii_ else ' unicode'}"] = once.encode()
+            forms[f"{name} json twice{'' if ascii_ else ' unicode'}"] = twice.encode()
+    for offset in range(3):  # the characters the secret's bytes alone decide
+        encoded = base64.b64encode(b"\0" * offset + raw + b"\0\0")
+        first, last = -(-8 * offset // 6), (8 * (offset + len(raw)) - 6) // 6
+        chunk = encoded[first:last + 1]
+        forms[f"base64 offset {offset}"] = chunk
+        forms[f"base64-url offset {offset}"] = chunk.replace(b"+", b"-").replace(b"/", b"_")
+    return forms
+
+
+def _store_bytes(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file()}
+
+
+def _found(value: str, places: dict[str, bytes]) -> dict[str, list[str]]:
+    forms = _every_form(value)
+    return {where: hits for where, data in places.items()
+            if (hits := [name for name, needle in forms.items() if needle in data])}
+
+
+def _hold_wal(home: Path) -> Any:
+    """A reader of the store, so that its write-ahead log stays on disk to be searched."""
+    import sqlite3
+
+    (db,) = [p for p in home.rglob("*.db")]
+    conn = sqlite3.connect(db)
+    conn.execute("select count(*) from sqlite_master").fetchall()
+    return conn
+
+
+@pytest.mark.timeout(180)
+def test_no_form_of_a_secret_reaches_the_store_show_or_events(tmp_path: Path) -> None:
+    """Finding: a secret with characters JSON escapes, inside an event whose body holds JSON
+    text as a string (escaped twice), and its HTML, shell-quoted and base64 forms (an HTTP
+    Basic header's `user:KEY`) were stored and shown as they were."""
+    home = tmp_path / "home"
+    write(tmp_path, FORMS_SCRIPT, "forms.py")
+    flow = write(tmp_path, FORMS, "forms.yaml")
+    env = cli_env(home, {"MY_TOKEN": HARD})
+    first = _cli(tmp_path, env, "run", write(tmp_path, """
+        workflow: {name: first, entry_point: a}
+        agents: [{name: a, type: set, value: x}]
+        """, "first.yaml"))
+    assert first.returncode == 0, first.stderr
+    conn = _hold_wal(home)
+    try:
+        ran = _cli(tmp_path, env, "run", flow, "--json")
+        assert ran.returncode == 0, ran.stderr
+        run_id = json.loads(ran.stdout)["run_id"]
+        places = _store_bytes(home)
+        assert any(name.endswith("-wal") for name in places)  # the log is searched too
+    finally:
+        conn.close()
+    places.update({f"{k} (after close)": v for k, v in _store_bytes(home).items()})
+    for args in (("show", run_id), ("show", run_id, "--format", "json"), ("events", run_id)):
+        shown = _cli(tmp_path, env, *args)
+        assert shown.returncode == 0, shown.stderr
+        places[" ".join(args)] = shown.stdout.encode()
+    places["run stdout"] = ran.stdout.encode()
+    places["run stderr"] = ran.stderr.encode()
+    assert _found(HARD, places) == {}
+    assert b"<secret:MY_TOKEN>" in places["events " + run_id]
+    events = [json.loads(line) for line in
+              (home / "runs" / run_id / "events.jsonl").read_text("utf-8").splitlines()]
+    outputs = [e["output"] for e in events if e["type"] == "step_finished"]
+    # the JSON text in a string is still JSON, holding the token
+    assert json.loads(outputs[0]["inner"]) == {"token": "<secret:MY_TOKEN>"}
+    assert outputs[2]["quoted"] == "'<secret:MY_TOKEN>'"
+
+
+NUMERIC = """
+workflow:
+  name: numeric
+  entry_point: count
+  secrets: [MY_NUM]
+agents:
+  - name: count
+    type: script
+    command: python
+    args: ["-c", "import json, os; n = os.environ['MY_NUM']; print(json.dumps({'n': int(n), 's': n}))"]
+    routes: [{to: approve}]
+  - name: approve
+    type: human_gate
+    prompt: "Go on with {{ count.output.n }}?"
+    options: [{label: Go, value: go, route: use}]
+  - {name: use, type: set, value: "{{ count.output.n + 1 }}"}
+output: {next: "{{ use.output }}"}
+"""
+
+
+def test_a_numeric_secret_neither_breaks_the_run_nor_its_resume(tmp_path: Path) -> None:
+    """Finding: a numeric secret made the run and its resume die with a JSONDecodeError
+    traceback (the secret was replaced in the event's JSON text, where it was a number)."""
+    home = tmp_path / "home"
+    flow = write(tmp_path, NUMERIC)
+    env = cli_env(home, {"MY_NUM": "73915468"})
+    parked = _cli(tmp_path, env, "run", flow, "--json")
+    assert parked.returncode == 5, parked.stderr
+    assert "Traceback" not in parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    done = _cli(tmp_path, env, "gate", "answer", run_id, "go", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["output"] == {"next": 73915469}  # the real number ran
+    places = _store_bytes(home)
+    places["events"] = _cli(tmp_path, env, "events", run_id).stdout.encode()
+    assert [w for w, data in places.items() if b"73915468" in data] == []
+    assert b"<secret:MY_NUM>" in places["events"]
+
+
+def test_a_declared_secret_too_short_to_redact_is_refused(tmp_path: Path) -> None:
+    """Finding: a 3-character secret was stored raw (secrets under 6 characters were not
+    redacted, and nothing said so). Now the run refuses to start, naming the variable."""
+    home = tmp_path / "home"
+    flow = write(tmp_path, """
+        workflow: {name: short, entry_point: a, secrets: [MY_PIN]}
+        agents:
+          - {name: a, type: script, command: python, args: ["-c", "print('pin zq7')"]}
+        """)
+    refused = _cli(tmp_path, cli_env(home, {"MY_PIN": "zq7"}), "run", flow)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "MY_PIN is 3 characters long" in refused.stderr
+    assert "zq7" not in refused.stderr + refused.stdout
+    stored = b"".join(_store_bytes(home).values()) if home.exists() else b""
+    assert b"zq7" not in stored

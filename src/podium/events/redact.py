@@ -40,6 +40,7 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
                  "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_AD_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
                  "COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN")
 _TOKEN = re.compile(r"<secret:([A-Za-z_][A-Za-z0-9_]*)>")
+_NUMBER = re.compile(r"<number:(.*<secret:.*)>")  # a number that held a secret, redacted
 
 
 def secret_names(workflow: WorkflowFile) -> set[str]:
@@ -264,7 +265,8 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string redacted (keys included); a number
-        whose digits hold a secret becomes the redacted text of it."""
+        whose digits hold a secret becomes `<number:...>` around the redacted digits (which
+        restore_secrets turns into the number again)."""
         compiled = self._compiled
         if not compiled.forms:
             return value
@@ -298,7 +300,7 @@ def _walk(compiled: _Compiled, value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         digits = json.dumps(value)
         clean = compiled.sub(digits)
-        return value if clean == digits else clean
+        return value if clean == digits else f"<number:{clean}>"  # restore_secrets: a number
     return value
 
 
@@ -347,7 +349,15 @@ def restore_secrets(value: Any, names: set[str], environ: Mapping[str, str] | No
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
-            return put(v) if "<secret:" in v else v
+            if "<secret:" not in v:
+                return v
+            if (number := _NUMBER.fullmatch(v)) is not None:
+                digits = put(number.group(1))
+                try:
+                    return json.loads(digits)
+                except ValueError:
+                    return digits  # not set (MissingSecret follows), or not a number after all
+            return put(v)
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items()}
         if isinstance(v, list):
