@@ -57,19 +57,19 @@ def _b64_chunks(value: str) -> list[bytes]:
 # encodings a secret travels in, composable (each takes the text holding it)
 ENCODINGS: dict[str, Callable[[str], str]] = {
     "raw": lambda s: s,
-    "json": lambda s: _j(s),
+    "json": _j,
     "json-unicode": lambda s: _j(s, ascii_=False),
     "json-in-json": lambda s: _j(json.dumps({"v": s})),
     "json x3 mixed": lambda s: _j(_j(_j(s, ascii_=False)), ascii_=False),
     "url": lambda s: quote(s, safe=""),
-    "url-path": lambda s: quote(s),
-    "url-plus": lambda s: quote_plus(s),
+    "url-path": quote,
+    "url-plus": quote_plus,
     "url-lower-hex": lambda s: re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(),
                                       quote(s, safe="")),
-    "html": lambda s: html.escape(s),
+    "html": html.escape,
     "markupsafe": lambda s: str(markupsafe.escape(s)),
     "html-in-json": lambda s: _j(str(markupsafe.escape(s))),
-    "shlex": lambda s: shlex.quote(s),
+    "shlex": shlex.quote,
     "shlex-in-json": lambda s: _j(shlex.quote(s)),
     "bash '\\''": lambda s: "'" + s.replace("'", "'\\''") + "'",
     "base64": lambda s: base64.b64encode(s.encode()).decode(),
@@ -88,6 +88,15 @@ def test_every_form_is_redacted(name: str) -> None:
     assert not any(c in got.encode() for c in _b64_chunks(SECRET))
     assert got.startswith("before ")
     assert got.endswith(" after")
+
+
+def test_max_form_length_bounds_the_forms_a_stream_must_hold_back() -> None:
+    r = Redactor({"TOKEN": SECRET})
+    longest = max(len(ENCODINGS[e](SECRET)) for e in ENCODINGS if "base64" not in e
+                  and "basic" not in e)
+    assert len(_j(_j(_j(SECRET)))) <= r.max_form_length
+    assert longest <= r.max_form_length
+    assert Redactor().max_form_length == 0
 
 
 def test_values_inside_structures_keys_and_numbers_are_redacted() -> None:

@@ -477,7 +477,7 @@ def _hold_wal(home: Path) -> Any:
     """A reader of the store, so that its write-ahead log stays on disk to be searched."""
     import sqlite3
 
-    (db,) = [p for p in home.rglob("*.db")]
+    (db,) = list(home.rglob("*.db"))
     conn = sqlite3.connect(db)
     conn.execute("select count(*) from sqlite_master").fetchall()
     return conn

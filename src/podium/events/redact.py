@@ -88,6 +88,9 @@ _HTML = {"&": ("&amp;", "&#38;", "&#x26;"), "<": ("&lt;", "&#60;", "&#x3c;", "&#
 # bash users write '\''
 _SHELL_QUOTE = (rf"'(?:\\{_ESC})?\"'(?:\\{_ESC})?\"'", r"'\\(?:\\)*+''")
 _URL_SAFE = frozenset("-._~")
+# the longest spelling of one character, JSON-escaped three times: a surrogate pair, each half
+# 7 backslashes, `u` and 4 hex digits (a shell-quoted `'` is 19)
+_SPELLED_MAX = 24
 _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -262,6 +265,13 @@ class Redactor:
 
     def text(self, text: str) -> str:
         return self._compiled.sub(text)
+
+    @property
+    def max_form_length(self) -> int:
+        """At least the length of any form of any secret (JSON-escaped up to three times, or
+        any other one way): a stream that holds back this many characters of its text until
+        the next chunk comes cannot show a secret cut in two (0 without secrets)."""
+        return max((_SPELLED_MAX * len(v) for v in self.secrets.values()), default=0)
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string redacted (keys included); a number
