@@ -579,3 +579,22 @@ def test_a_declared_secret_too_short_to_redact_is_refused(tmp_path: Path) -> Non
     assert "zq7" not in refused.stderr + refused.stdout
     stored = b"".join(_store_bytes(home).values()) if home.exists() else b""
     assert b"zq7" not in stored
+
+
+def test_a_sub_workflow_declaring_a_short_secret_fails_its_step(tmp_path: Path) -> None:
+    """The refusal reaches a sub-workflow's own `secrets:` too: its step fails with the same
+    message (the parent run ends in error, exit 3), not a run left behind as interrupted."""
+    home = tmp_path / "home"
+    write(tmp_path, """
+        workflow: {name: child, entry_point: a, secrets: [MY_PIN]}
+        agents: [{name: a, type: set, value: x}]
+        """, "child.yaml")
+    flow = write(tmp_path, """
+        workflow: {name: parent, entry_point: c}
+        agents: [{name: c, type: workflow, workflow: child.yaml}]
+        """)
+    env = cli_env(home, {"MY_PIN": "zq"})
+    failed = _cli(tmp_path, env, "run", flow, "--json")
+    assert failed.returncode == 3, failed.stderr
+    assert "child.yaml: workflow.secrets: MY_PIN is 2 characters long" in failed.stderr
+    assert json.loads(failed.stdout)["status"] == "error"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
-from podium.errors import Interrupted, LimitExceeded, StepError
+from podium.errors import Interrupted, LimitExceeded, StepError, UsageError
 from podium.gates.base import GateRequest
 from podium.language.model import WorkflowFile, WorkflowStep
 from podium.steps.base import StepCall, StepOutcome, Usage
@@ -158,11 +158,14 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
                            details={"child_run_id": existing.run_id, "reused": True})
     inputs = (existing.state.inputs if existing is not None and existing.state is not None
               else _inputs(call, parent, step, child_wf))
-    child = Engine(child_wf, path, inputs=inputs, providers=parent.services.providers,
-                   answerer=parent.services.answerer, options=parent.options,
-                   clock=parent.clock, run_id=existing.run_id if existing else None,
-                   state=existing.state if existing else None,
-                   start_seq=existing.start_seq if existing else 0)
+    try:
+        child = Engine(child_wf, path, inputs=inputs, providers=parent.services.providers,
+                       answerer=parent.services.answerer, options=parent.options,
+                       clock=parent.clock, run_id=existing.run_id if existing else None,
+                       state=existing.state if existing else None,
+                       start_seq=existing.start_seq if existing else 0)
+    except UsageError as exc:  # a secret it declares that podium cannot redact (too short)
+        raise StepError(f"{path.name}: {exc}", step=step.name, iteration=it) from None
     child.depth = parent.depth + 1
     child.owns_providers = False
     child.bus.parent_run_id = parent.run_id
