@@ -177,6 +177,10 @@ class _Form:
             rest += "(?![A-Za-z0-9])"
         else:
             firsts = units[0]
+        # a match that begins with backslashes begins with the first of their run: tried at
+        # each one, the run would be read again at each (quadratic on a long run)
+        firsts = [a[:2] + r"(?<!\\\\)" + a[2:] if a.startswith("\\\\") else a
+                  for a in firsts]
         self.alternatives = [a + rest for a in firsts]
         self.token = token
         self.anchor = _longest_run(units) or None
