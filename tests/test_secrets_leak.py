@@ -79,7 +79,8 @@ output:
 SHOUT = """
 import json, os, sys, urllib.parse
 t = os.environ["MY_TOKEN"]
-print(json.dumps({"raw": t, "url": urllib.parse.quote(t), "key": os.environ["OPENAI_API_KEY"]},
+print(json.dumps({"raw": t, "url": urllib.parse.quote(t), "key": os.environ["OPENAI_API_KEY"],
+                  "inner": json.dumps({"t": t, "key": os.environ["OPENAI_API_KEY"]})},
                  ensure_ascii=True))
 print("stderr has", t, file=sys.stderr)
 """
@@ -116,7 +117,7 @@ def _forms(value: str) -> dict[str, bytes]:
 def _leaks(data: bytes) -> list[str]:
     found = []
     for name, value in (("MY_TOKEN", SECRET), ("OPENAI_API_KEY", API_KEY)):
-        for form, needle in _forms(value).items():
+        for form, needle in {**_forms(value), **_every_form(value)}.items():
             if needle in data:
                 found.append(f"{name} ({form})")
     return found
