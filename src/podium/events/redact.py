@@ -97,6 +97,11 @@ class Redactor:
                      for form in _forms(value)}
             self._pairs = sorted(pairs, key=lambda p: (-len(p[0]), p[0]))
 
+    def forms(self) -> list[str]:
+        """Every text this redactor replaces, longest first (a stream holds back their
+        beginnings at the end of a piece: events/redact_stream.py)."""
+        return [form for form, _ in self._pairs]
+
     def text(self, text: str) -> str:
         for form, token in self._pairs:
             if form in text:
