@@ -6,8 +6,12 @@ that read a secret (issue 27, item 4).
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
+from helpers_engine import cli_env, podium_argv, write
 from podium.events.model import DialogMessage, GuidanceAdded, ModelDelta
 from test_telemetry import agent_events, feed, sink
 
@@ -45,3 +49,61 @@ def test_spans_carry_the_text_with_the_capture_variable() -> None:
     text = _span_text(exporter)
     for said in ("streamed words", "said by a person", "guided words"):
         assert said in text
+
+
+# ----------------------------------------------------------------------------- the reaper
+
+LOOK = r'''
+import json, os, time
+me, podium = os.getpid(), os.getppid()
+found = None
+for _ in range(500):  # the reaper starts once this command is registered
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if b"podium-reaper" in argv and ppid == podium:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                found = f.read().decode("utf-8", "replace")
+            break
+    if found is not None:
+        break
+    time.sleep(0.02)
+print(json.dumps({"found": found is not None,
+                  "key": "OPENAI_API_KEY" in (found or ""),
+                  "token": "MY_TOKEN" in (found or ""),
+                  "value": os.environ["EXPECT"] in (found or "")}))
+'''
+
+REAPED = """
+workflow:
+  name: reaped
+  entry_point: look
+  secrets: [MY_TOKEN]
+agents:
+  - name: look
+    type: script
+    command: python
+    args: [look.py]
+output:
+  seen: "{{ look.output.stdout }}"
+"""
+
+
+def test_the_reaper_keeps_no_key_or_secret_in_its_environment(tmp_path: Path) -> None:
+    write(tmp_path, LOOK, "look.py")
+    flow = write(tmp_path, REAPED, "flow.yaml")
+    env = cli_env(tmp_path / "home", {"OPENAI_API_KEY": "sk-reaper-key-1234",
+                                      "MY_TOKEN": "tok-reaper-5678",
+                                      "EXPECT": "tok-reaper-5678"})
+    done = subprocess.run(podium_argv("run", flow, "--json"), env=env, cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)["output"]["seen"]
+    seen = json.loads(seen) if isinstance(seen, str) else seen
+    assert seen == {"found": True, "key": False, "token": False, "value": False}
