@@ -15,7 +15,6 @@ from helpers_engine import cli_env, podium_argv, write
 from podium.events.model import DialogMessage, GuidanceAdded, ModelDelta
 from test_telemetry import agent_events, feed, sink
 
-
 # ----------------------------------------------------------------------------- spans
 
 
@@ -107,3 +106,59 @@ def test_the_reaper_keeps_no_key_or_secret_in_its_environment(tmp_path: Path) ->
     seen = json.loads(done.stdout)["output"]["seen"]
     seen = json.loads(seen) if isinstance(seen, str) else seen
     assert seen == {"found": True, "key": False, "token": False, "value": False}
+
+
+# ----------------------------------------------------------------------------- replay
+
+TOKEN = "tok-replay-SECRET-99"
+
+SECRETIVE = """
+workflow:
+  name: secretive
+  entry_point: show
+  secrets: [MY_TOKEN]
+agents:
+  - name: show
+    type: script
+    command: python
+    args: ["-c", "import os; print(os.environ['MY_TOKEN'])"]
+    routes: [{to: ask}]
+  - name: ask
+    prompt: "repeat ${MY_TOKEN} and {{ show.output.stdout | trim }}"
+    output:
+      echo: {type: string}
+    routes: [{to: measure}]
+  - name: measure
+    type: set
+    value: "{{ (show.output.stdout | trim) ~ '${MY_TOKEN}' ~ ask.output.echo }}"
+    routes: [{to: count}]
+  - name: count
+    type: set
+    value: "{{ measure.output | length }}"
+output:
+  length: "{{ count.output }}"
+"""
+
+
+def test_replay_of_a_run_that_read_a_secret_is_identical(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    flow = write(tmp_path, SECRETIVE, "flow.yaml")
+    answers = write(tmp_path, f"agents:\n  ask:\n    - output: {{echo: '{TOKEN}'}}\n",
+                    "answers.yaml")
+    env = cli_env(home, {"MY_TOKEN": TOKEN})
+
+    def podium(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(podium_argv(*args), env=env, cwd=tmp_path,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    ran = podium("run", flow, "--json", "--responses", answers)
+    assert ran.returncode == 0, ran.stderr
+    done = json.loads(ran.stdout)
+    assert done["output"] == {"length": 3 * len(TOKEN)}
+    replayed = podium("replay", done["run_id"], "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["identical"] is True, report
+    assert report["output"] == {"length": 3 * len(TOKEN)}
+    assert TOKEN not in replayed.stdout + replayed.stderr
