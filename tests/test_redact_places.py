@@ -162,3 +162,75 @@ def test_replay_of_a_run_that_read_a_secret_is_identical(tmp_path: Path) -> None
     assert report["identical"] is True, report
     assert report["output"] == {"length": 3 * len(TOKEN)}
     assert TOKEN not in replayed.stdout + replayed.stderr
+
+
+# ----------------------------------------------------------------------------- guidance, gates
+
+GUIDED = """
+workflow:
+  name: guided
+  entry_point: ask
+  secrets: [MY_TOKEN]
+  runtime: {provider: openai, default_model: gpt-4o-mini}
+agents:
+  - name: ask
+    type: human_gate
+    prompt: Go on?
+    options: [{label: Go, value: go, route: writer, prompt_for: note}]
+  - name: writer
+    prompt: "Write a line about {{ ask.output.additional_input.note }}."
+    routes: [{to: $end}]
+output: {line: "{{ writer.output.result }}"}
+"""
+
+GUIDE_TOKEN = "tok-guided-SECRET-31"
+
+
+def _store_text(db: Path) -> str:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT options FROM runs").fetchall()
+        rows += con.execute("SELECT additional_input FROM gates").fetchall()
+        rows += con.execute("SELECT body FROM events").fetchall()
+    finally:
+        con.close()
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def test_guidance_and_a_gates_text_are_stored_redacted_and_reach_the_model_whole(
+        tmp_path: Path) -> None:
+    from fakes.openai_server import FakeOpenAI, answer
+
+    home = tmp_path / "home"
+    flow = write(tmp_path, GUIDED, "flow.yaml")
+    with FakeOpenAI() as srv:
+        srv.script(answer('{"result": "done"}'), answer('{"result": "done"}'))
+        env = cli_env(home, {"MY_TOKEN": GUIDE_TOKEN, "OPENAI_API_KEY": "sk-test-guided",
+                             "OPENAI_BASE_URL": srv.url + "/v1"})
+
+        def podium(*args: str | Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(podium_argv(*args), env=env, cwd=tmp_path,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=120, check=False)
+
+        parked = podium("run", flow, "--no-interactive", "--json")
+        assert parked.returncode == 5, parked.stderr
+        run_id = json.loads(parked.stdout)["run_id"]
+        guided = podium("guide", run_id, "--text", f"the key is {GUIDE_TOKEN}")
+        assert guided.returncode == 0, guided.stderr
+        answered = podium("gate", "answer", run_id, "go", "--no-resume",
+                          "--text", f"key {GUIDE_TOKEN}")
+        assert answered.returncode == 0, answered.stderr
+        stored = _store_text(home / "podium.db")
+        assert "<secret:MY_TOKEN>" in stored
+        assert GUIDE_TOKEN not in stored
+        resumed = podium("resume", run_id, "--guidance", f"again {GUIDE_TOKEN}")
+        assert resumed.returncode == 0, resumed.stderr
+        sent = json.dumps(srv.chat_requests()[-1].body)
+    # the model was given what the person wrote: the owner put the values back
+    assert f"Write a line about key {GUIDE_TOKEN}." in sent
+    assert f"the key is {GUIDE_TOKEN}" in sent
+    assert f"again {GUIDE_TOKEN}" in sent
+    assert GUIDE_TOKEN not in _store_text(home / "podium.db")

@@ -83,7 +83,7 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
 
     def guidance(step: str, iteration: int) -> list[str]:  # as the run took it in
         texts = recording.guidance_before(step, iteration)
-        return [str(t) for t in restore_secrets(texts, set(hide.secrets))]
+        return [str(t) for t in restore_secrets(texts, set(hide.secrets), hide.secrets)]
 
     engine.services.guidance_source = guidance
     control = ReplayControl()

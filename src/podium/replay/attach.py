@@ -69,12 +69,9 @@ def _short_diff(old: str, new: str, limit: int = 12) -> str:
 def _restored(redactor: Redactor, value: Any) -> Any:
     """`value` from the recording with the secrets the run knows put back (a secret not set
     now stays `<secret:NAME>`: the replay then differs where the run used it)."""
-    from podium.events.redact import MissingSecret, restore_secrets
+    from podium.events.redact import restore_secrets
 
-    try:
-        return restore_secrets(value, set(redactor.secrets))
-    except MissingSecret:  # not reached: the redactor's secrets are set, or it would not know them
-        return value
+    return restore_secrets(value, set(redactor.secrets), redactor.secrets)
 
 
 def _diverge(control: ReplayControl, exc: Divergence) -> Divergence:
