@@ -234,3 +234,65 @@ def test_guidance_and_a_gates_text_are_stored_redacted_and_reach_the_model_whole
     assert f"the key is {GUIDE_TOKEN}" in sent
     assert f"again {GUIDE_TOKEN}" in sent
     assert GUIDE_TOKEN not in _store_text(home / "podium.db")
+
+
+# ----------------------------------------------------------------------------- mcp serve
+
+MCP_TOKEN = "tok-mcp-SECRET-2468"
+
+TELLS = """
+workflow:
+  name: tell
+  description: Tells the key.
+  entry_point: say
+  secrets: [MY_TOKEN]
+agents:
+  - {name: say, type: set, value: "the key is ${MY_TOKEN}"}
+output:
+  said: "{{ say.output }}"
+"""
+
+
+def test_mcp_serve_returns_a_runs_output_redacted(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    folder = tmp_path / "flows"
+    write(folder, TELLS, "tell.yaml")
+    argv = podium_argv("mcp", "serve", folder)
+    params = StdioServerParameters(command=argv[0], args=argv[1:],
+                                   env=cli_env(tmp_path / "home", {"MY_TOKEN": MCP_TOKEN}),
+                                   cwd=str(tmp_path))
+    got: list[str] = []
+
+    async def main() -> None:
+        with (tmp_path / "server.err").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                done = await client.call_tool("tell", {})
+                got.append(json.dumps(done.structured_content))
+                got.append(done.content[0].text)
+
+    anyio.run(main)
+    said = json.loads(got[0])
+    assert said["status"] == "success"
+    assert said["output"] == {"said": "the key is <secret:MY_TOKEN>"}
+    assert MCP_TOKEN not in "".join(got)
+
+
+# ----------------------------------------------------------------------------- podium test
+
+def test_podium_test_prints_no_secret_in_a_failed_expectation(tmp_path: Path) -> None:
+    write(tmp_path, TELLS, "tell.yaml")
+    write(tmp_path, "workflow: tell.yaml\ntests:\n  - name: wrong\n"
+                    "    expect: {output: {said: nothing}}\n", "tell.test.yaml")
+    env = cli_env(tmp_path / "home", {"MY_TOKEN": MCP_TOKEN})
+    shown = []
+    for fmt in ("text", "json"):
+        done = subprocess.run(podium_argv("test", "tell.test.yaml", "--format", fmt), env=env,
+                              cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 1, done.stdout + done.stderr
+        shown.append(done.stdout + done.stderr)
+    assert "<secret:MY_TOKEN>" in shown[0]
+    assert MCP_TOKEN not in "".join(shown)
