@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers_engine import cli_env, podium_argv, write
 from podium.events.model import DialogMessage, GuidanceAdded, ModelDelta
 from test_telemetry import agent_events, feed, sink
@@ -296,3 +298,44 @@ def test_podium_test_prints_no_secret_in_a_failed_expectation(tmp_path: Path) ->
         shown.append(done.stdout + done.stderr)
     assert "<secret:MY_TOKEN>" in shown[0]
     assert MCP_TOKEN not in "".join(shown)
+
+
+# ----------------------------------------------------------------------------- spilled output
+
+SPILL_TOKEN = "tok-spill-SECRET-1357"
+
+
+def test_a_spilled_tool_result_holds_no_secret(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from fakes.openai_server import FakeOpenAI, answer, call
+    from helpers_providers import run_real_yaml
+
+    spill = tmp_path / "spill"
+    (tmp_path / "big.txt").write_text("line\n" * 400 + f"key={SPILL_TOKEN}\n" + "end\n" * 50,
+                                      encoding="utf-8")
+    monkeypatch.setenv("MY_TOKEN", SPILL_TOKEN)
+    with FakeOpenAI() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-spill")
+        srv.script(answer(tool_calls=[call("read_file", {"path": "big.txt"})]),
+                   answer('{"result": "read"}'))
+        done = run_real_yaml(tmp_path, f"""
+workflow:
+  name: spills
+  entry_point: a
+  secrets: [MY_TOKEN]
+  runtime:
+    provider: openai
+    default_model: gpt-4o-mini
+    tool_output: {{max_chars: 1000, spill_dir: "{spill}"}}
+agents:
+  - name: a
+    working_dir: "{tmp_path}"
+    tools: [read_file]
+    prompt: read big.txt
+""")
+    assert done.exit_code == 0, done.error_text()
+    (path,) = spill.iterdir()
+    text = path.read_text(encoding="utf-8")
+    assert "key=<secret:MY_TOKEN>" in text
+    assert SPILL_TOKEN not in text
