@@ -16,6 +16,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from fakes.held_openai import HeldOpenAI
 from helpers_engine import cli_env, podium_argv, wait_until, write
 from podium.clock import FakeClock
@@ -154,3 +156,45 @@ def test_a_real_run_shows_logs_and_traces_no_secret_cut_across_chunks(
         receiver.server.shutdown()
         receiver.server.server_close()
     assert SECRET not in out
+
+
+def test_the_fleet_tuis_live_panel_shows_no_part_of_a_secret(tmp_path: Path) -> None:
+    pytest.importorskip("textual")
+    from textual.widgets import Static
+
+    from podium.tui.app import DetailScreen, FleetApp
+    from test_fleet import _drive, _select, _until
+
+    home = tmp_path / "home"
+    flow = write(tmp_path, FLOW, "flow.yaml")
+    with HeldOpenAI(_story()) as srv:
+        env = cli_env(home, {"OPENAI_BASE_URL": srv.url + "/v1",
+                             "OPENAI_API_KEY": "sk-test-held", "MY_TOKEN": SECRET})
+        proc = subprocess.Popen(podium_argv("run", flow), env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                encoding="utf-8")
+        try:
+            assert srv.held.wait(60)
+            seen: list[str] = []
+
+            async def body(app: FleetApp, pilot: object) -> None:
+                await _until(pilot, lambda: any(r.status == "running" for r in app.rows))
+                _select(app, app.rows[0].id)
+                await pilot.press("enter")  # type: ignore[attr-defined]
+                screen = app.screen
+                assert isinstance(screen, DetailScreen)
+                live = screen.query_one("#detail-live", Static)
+                await _until(pilot, lambda: "xxxx" in str(live.content))
+                seen.append(str(live.content))
+                srv.release.set()
+                await _until(pilot, lambda: not live.display)
+
+            _drive(home, body)
+            assert proc.wait(60) == 0
+        finally:
+            srv.release.set()
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+    assert seen
+    assert SECRET[:HALF] not in seen[0]
