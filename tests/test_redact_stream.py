@@ -22,7 +22,13 @@ from fakes.held_openai import HeldOpenAI
 from helpers_engine import cli_env, podium_argv, wait_until, write
 from podium.clock import FakeClock
 from podium.events.bus import EventBus
-from podium.events.model import ModelDelta, ModelExchange, RunFinished, StepFinished
+from podium.events.model import (
+    ModelDelta,
+    ModelExchange,
+    RunFinished,
+    StepFinished,
+    Warning_,
+)
 from podium.events.sinks.jsonl import MemorySink
 from podium.store.sqlite import SQLiteStore
 from test_telemetry import Receiver
@@ -68,6 +74,16 @@ def test_a_json_escaped_secret_in_a_tool_calls_arguments_is_held_too() -> None:
     bus.emit(_delta(escaped[cut:], "tool_call", "run_command"))
     bus.emit(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0))
     assert "".join(_streamed(memory, "tool_call")) == '{"token": "<secret:MY_TOKEN>"}'
+
+
+def test_an_event_of_no_step_does_not_cut_a_stream() -> None:
+    bus, memory = _bus()
+    half = len(SECRET) // 2
+    bus.emit(_delta(f"key {SECRET[:half]}"))
+    bus.emit(Warning_(message="a warning of the run, from another thread"))
+    bus.emit(_delta(f"{SECRET[half:]} done"))
+    bus.emit(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0))
+    assert _streamed(memory) == ["key ", "<secret:MY_TOKEN> done"]
 
 
 def test_a_tail_that_is_no_secret_is_delivered_whole_at_the_streams_end() -> None:

@@ -108,8 +108,8 @@ class EventBus:
                 return stamped
             if self.streams:  # a step's other event ends its streams: their held tails first
                 step = getattr(event, "step", None)
-                for piece in self.streams.release(self.run_id,
-                                                  step if isinstance(step, str) else None):
+                ending = isinstance(step, str) or event.type == "run_finished"
+                for piece in self.streams.release(self.run_id, step) if ending else ():
                     self._observe(piece.model_copy(update={"seq": self.seq}))
             self.seq += 1
             stamped = event.model_copy(update={**stamp, "seq": self.seq})
