@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fakes.held_openai import HeldOpenAI
 from helpers_engine import cli_env, podium_argv, wait_until, write
@@ -214,3 +216,28 @@ def test_the_fleet_tuis_live_panel_shows_no_part_of_a_secret(tmp_path: Path) -> 
             proc.communicate(timeout=30)
     assert seen
     assert SECRET[:HALF] not in seen[0]
+
+
+# ----------------------------------------------------------------------------- any cut
+
+_FORMS = [SECRET, json.dumps(SECRET)[1:-1], "tok-%22split%22-SECRET-7719",
+          "tok-&quot;split&quot;-SECRET-7719"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*_FORMS, "a", " ", "tok-", "xyz ", "\n"]), max_size=12),
+       st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_any_cut_of_any_text_streams_as_the_whole_text_redacted(parts: list[str],
+                                                                cuts: list[int]) -> None:
+    whole = "".join(parts)
+    at = sorted({c % (len(whole) + 1) for c in cuts})
+    pieces = [whole[i:j] for i, j in zip([0, *at], [*at, len(whole)], strict=True)]
+    bus, memory = _bus()
+    for piece in pieces:
+        if piece:
+            bus.emit(_delta(piece))
+    bus.emit(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0))
+    streamed = _streamed(memory)
+    assert "".join(streamed) == bus.redactor.text(whole)
+    for form in _FORMS:  # no form of the secret is in what was delivered, joined or not
+        assert form not in "".join(streamed)
