@@ -5,7 +5,8 @@ order) by whichever process takes it (`podium guide`, `podium resume --guidance`
 that advances the run reads that queue before each agent prompt (as the console's answerer
 reads the store for gate answers), records each new text as a `guidance_added` event and
 lists them all under `[User Guidance]` in that prompt and every later one. A parked or
-interrupted run takes its queue in when it is resumed.
+interrupted run takes its queue in when it is resumed. A secret in a text is queued as
+`<secret:NAME>` (app/secrets.py), and the owner puts its value back when it reads the queue.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def add_guidance(store: RunStore, run_id: str, texts: list[str]) -> Guided:
     from podium.app.owners import liveness
     from podium.app.runs import Refused, root_of
 
-    given = [checked(t) for t in texts]
     run = root_of(store, store.find_run(run_id))
+    given = redacted_guidance(run, texts)
     if run.status in ("success", "failed", "error", "limit") and not liveness(store, run).live:
         raise Refused(f"run {run.id} already finished ({run.status}); guidance reaches only "
                       "a run that goes on", kind="conflict")
@@ -54,6 +55,16 @@ def add_guidance(store: RunStore, run_id: str, texts: list[str]) -> Guided:
         run.id, lambda options: {**options, "guidance": [*queued(options), *given]})
     store.commit()
     return Guided(run, len(queued(options)), liveness(store, run).live)
+
+
+def redacted_guidance(run: RunRecord, texts: list[str]) -> list[str]:
+    """The texts checked, and with the secrets of `run` this process knows redacted: the
+    queue is in the store, which keeps no secret."""
+    from podium.app.secrets import run_redactor
+
+    given = [checked(t) for t in texts]
+    hide = run_redactor(run)
+    return [hide.text(t) for t in given] if hide else given
 
 
 def queued(options: dict[str, object] | None) -> list[str]:
@@ -64,10 +75,14 @@ def queued(options: dict[str, object] | None) -> list[str]:
 def store_source(store: RunStore, run_id: str) -> Callable[[str, int], list[str]]:
     """The queue of a run as its owner reads it before each agent prompt."""
 
+    from podium.app.secrets import restore
+
     def read(step: str, iteration: int) -> list[str]:
         try:
-            return queued(store.run_options(run_id))
+            texts = queued(store.run_options(run_id))
         except Exception:  # a run not in the store (a sub-workflow's own engine)
             return []
+        # the store's redactor is the run's: it has the values the queue holds as tokens
+        return [str(t) for t in restore(texts, store.redactor)]
 
     return read

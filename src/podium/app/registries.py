@@ -371,7 +371,11 @@ def _url(reg: Registry) -> str:
 
 def _git(*args: str, cwd: Path | None = None, binary: bool = False
          ) -> subprocess.CompletedProcess[Any]:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    from podium.events.redact import KEY_VARIABLES
+
+    # git needs its own settings (proxies, SSH agent, GIT_*), never the model providers' keys
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    env["GIT_TERMINAL_PROMPT"] = "0"
     try:
         return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True,
                               text=not binary, check=False, timeout=300,

@@ -79,7 +79,13 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
                         skip_gates=False,
                         workspace_instructions=recording.instructions.get("workspace"),
                         cli_instructions=recording.instructions.get("cli")))
-    engine.services.guidance_source = recording.guidance_before  # as the run took it in
+    hide = engine.bus.redactor
+
+    def guidance(step: str, iteration: int) -> list[str]:  # as the run took it in
+        texts = recording.guidance_before(step, iteration)
+        return [str(t) for t in restore_secrets(texts, set(hide.secrets), hide.secrets)]
+
+    engine.services.guidance_source = guidance
     control = ReplayControl()
     attach_replay(engine, recording, control)
     memory = MemorySink()

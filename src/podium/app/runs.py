@@ -152,9 +152,9 @@ def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
                       f"itself: answer its gate with podium gate answer {root.id} VALUE, stop "
                       f"it with podium stop {root.id}", kind="conflict")
     if req.guidance:  # queued before the run goes on: its first agent step takes it in
-        from podium.app.guidance import checked
+        from podium.app.guidance import redacted_guidance
 
-        texts = [checked(t) for t in req.guidance]
+        texts = redacted_guidance(root, req.guidance)
     with owning(store, root.id, "resume"):
         if req.guidance or req.metadata:
             from podium.app.guidance import queued
@@ -223,8 +223,11 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
 
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
                          start_seq=last_seq)
-    engine.services.guidance = [str(e.get("text", "")) for e in events
-                                if e["type"] == "guidance_added"]
+    from podium.app.secrets import restore
+
+    engine.services.guidance = [str(t) for t in restore(  # as the run took them in
+        [e.get("text", "") for e in events if e["type"] == "guidance_added"],
+        engine.bus.redactor)]
     check_providers(engine)
     upto = state_seq if state_seq is not None else last_seq
     engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
@@ -357,6 +360,11 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
                       f"{liveness(store, run).status})", kind="conflict")
     gate = gates[-1]
     answer, extra = _answer_value(gate, value, text)
+    if extra:  # what a person typed may hold a secret: the store keeps none (app/secrets.py)
+        from podium.app.secrets import run_redactor
+
+        hide = run_redactor(root_of(store, store.get_run(gate.run_id)))
+        extra = {k: hide.text(v) for k, v in extra.items()} if hide else extra
     try:
         store.answer_gate(gate.id, answer, extra, by)
     except PodiumError:

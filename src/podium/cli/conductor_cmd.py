@@ -83,8 +83,13 @@ def dry_run(path: Path, wf: WorkflowFile) -> int:
     """The route plan from the entry point and the step budgets; nothing runs."""
     from podium.check.budget import analyse_budget, format_budget
     from podium.check.validate import validate_file
+    from podium.events.redact import Redactor, secret_values
 
-    w = sys.stdout.write
+    hide = Redactor(secret_values(wf))  # loaded with ${VAR} expanded: no secret's value shown
+
+    def w(text: str) -> None:
+        sys.stdout.write(hide.text(text))
+
     meta = wf.workflow
     w(f"Dry run: {meta.name} ({path})\n")
     w(f"entry point: {meta.entry_point} · max_iterations: {meta.limits.max_iterations} · "

@@ -26,6 +26,9 @@ def graph_command(file: Path, output_format: str) -> int:
         for d in result.sink.sorted():
             sys.stderr.write(d.format() + "\n")
         return exitcodes.INVALID
+    from podium.events.redact import Redactor, secret_values
+
     text = to_mermaid(result.model) if output_format == "mermaid" else to_dot(result.model)
-    sys.stdout.write(text)
+    # the file was loaded with ${VAR} expanded: a secret's value is shown as its name
+    sys.stdout.write(Redactor(secret_values(result.model)).text(text))
     return exitcodes.OK

@@ -5,7 +5,8 @@ the run stops: the error is re-raised to the emitter, and every later emit raise
 a step that caught it cannot go on unrecorded. Observers (the console, the JSONL copy, traces)
 may fail: one that raises is reported once on stderr and skipped for the rest of the run; it
 never breaks the run or stops the other sinks. Live-only events (`model_delta`, streamed
-model text) go to the observers alone: the run store never holds them.
+model text) go to the observers alone: the run store never holds them; their text passes a
+StreamRedactor (redact_stream.py), so a secret cut across two pieces reaches no observer.
 
 An emit is not cut in two by an interrupt: the engine's SIGTERM handler asks
 `defer_interrupt()` first, and when its thread is inside an emit the KeyboardInterrupt is
@@ -20,8 +21,9 @@ import threading
 from typing import Protocol
 
 from podium.clock import Clock
-from podium.events.model import LIVE_ONLY, Event
+from podium.events.model import LIVE_ONLY, Event, ModelDelta
 from podium.events.redact import Redactor
+from podium.events.redact_stream import StreamRedactor
 
 # thread id -> emits in progress on it, and the threads whose interrupt waits for its end
 _emitting: dict[int, int] = {}
@@ -60,6 +62,7 @@ class EventBus:
         self._lock = threading.Lock()
         self.drop: frozenset[str] = frozenset()  # event types not to record
         self.redactor = Redactor()  # secret values never to record (shared with sub-runs)
+        self.streams = StreamRedactor()  # the tails of streamed text held back from observers
 
     def add(self, sink: Sink) -> None:
         """An observer: it may fail, with a warning."""
@@ -91,34 +94,53 @@ class EventBus:
         with self._lock:
             if self.failure is not None:
                 raise self.failure
-            if not live:
-                self.seq += 1
-            stamped = event.model_copy(update={"run_id": self.run_id, "seq": self.seq,
-                                               "ts": self.clock.now(),
-                                               "parent_run_id": self.parent_run_id})
+            stamp = {"run_id": self.run_id, "ts": self.clock.now(),
+                     "parent_run_id": self.parent_run_id}
+            if live:
+                stamped = event.model_copy(update={**stamp, "seq": self.seq})
+                if isinstance(stamped, ModelDelta) and self.redactor:
+                    # a secret split across two pieces is held back whole (redact_stream.py)
+                    for piece in self.streams.piece(stamped, self.redactor):
+                        self._observe(self._redacted(piece))
+                    return stamped
+                self._observe(self._redacted(stamped) if self.redactor else stamped)
+                return stamped
+            if self.streams:  # a step's other event ends its streams: their held tails first
+                step = getattr(event, "step", None)
+                ending = isinstance(step, str) or event.type == "run_finished"
+                for piece in self.streams.release(self.run_id, step) if ending else ():
+                    self._observe(piece.model_copy(update={"seq": self.seq}))
+            self.seq += 1
+            stamped = event.model_copy(update={**stamp, "seq": self.seq})
             if self.redactor:
                 stamped = self._redacted(stamped)
-            for committer in () if live else self.committers:
+            for committer in self.committers:
                 try:
                     committer.handle(stamped)
                 except Exception as exc:
                     self.failure = exc
                     raise
-            for i, sink in enumerate(self.sinks):
-                if i in self._broken:
-                    continue
-                try:
-                    sink.handle(stamped)
-                except Exception as exc:  # a sink must never break the run
-                    self._broken.add(i)
-                    sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
-                                     f"disabled: {type(exc).__name__}: {exc}\n")
+            self._observe(stamped)
         return stamped
+
+    def _observe(self, stamped: Event) -> None:
+        for i, sink in enumerate(self.sinks):
+            if i in self._broken:
+                continue
+            try:
+                sink.handle(stamped)
+            except Exception as exc:  # a sink must never break the run
+                self._broken.add(i)
+                sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
+                                 f"disabled: {type(exc).__name__}: {exc}\n")
 
     def _redacted(self, event: Event) -> Event:
         return self.redactor.event(event)  # value by value: the event stays valid JSON
 
     def close(self) -> None:
+        with self._lock:  # a stream cut off by the run's end: what it held goes out
+            for piece in self.streams.release(self.run_id):
+                self._observe(piece)
         for sink in [*self.committers, *self.sinks]:
             try:
                 sink.close()

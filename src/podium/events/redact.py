@@ -267,6 +267,11 @@ class Redactor:
             self.secrets.update({n: v for n, v in secrets.items() if v})
             self._compiled = _Compiled(self.secrets)
 
+    def forms(self) -> list[str]:
+        """Every text this redactor replaces, longest first (a stream holds back their
+        beginnings at the end of a piece: events/redact_stream.py)."""
+        return [form for form, _ in self._pairs]
+
     def text(self, text: str) -> str:
         return self._compiled.sub(text)
 

@@ -1,4 +1,5 @@
-"""Answers that people gave to parked gates, read back from the run store on resume."""
+"""Answers that people gave to parked gates, read back from the run store on resume (a
+secret in what they typed is stored redacted, and put back here for the run)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class StoreAnswerer:
                 if gate.step == request.step and gate.kind == request.kind and \
                         gate.answer is not None:
                     self.store.consume_gate(gate.id)
-                    return GateAnswer(gate.answer, dict(gate.additional_input),
+                    return GateAnswer(gate.answer, self._restored(gate.additional_input),
                                       gate.answered_by or "store")
         return None
+
+    def _restored(self, given: dict[str, str]) -> dict[str, str]:
+        """The additional input as the person gave it: the store keeps `<secret:NAME>` where
+        they typed a secret, and the run's redactor (the store's) has its value."""
+        from podium.events.redact import restore_secrets
+
+        secrets = self.store.redactor.secrets
+        return {k: str(restore_secrets(v, set(secrets), secrets)) for k, v in given.items()}

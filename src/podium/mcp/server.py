@@ -112,7 +112,9 @@ def _ended(store: RunStore, done: Advanced) -> dict[str, Any]:
     if r.status != "success":
         why = str(r.error) if r.error is not None else (r.reason or r.status)
         out["error"] = why.strip().splitlines()[0] if why.strip() else r.status
-    return out
+    # the client gets what the store holds: the run's secrets as <secret:NAME>
+    hidden: dict[str, Any] = done.engine.bus.redactor.value(out)
+    return hidden
 
 
 def _launch() -> Any:

@@ -5,6 +5,12 @@ replies, script results, gate answers, limit grants, waits, MCP results) and com
 decision with the recorded trajectory: the first difference stops the run with a `Divergence`
 that says where and why. With `live_from`, the engine switches to its own live providers,
 executors and answerers when it reaches that step (a fork).
+
+The recording holds `<secret:NAME>` where the run saw a secret. What it feeds back (a model's
+reply, a script's stdout, an answer, an MCP result) gets the values back from the environment
+first, as the recorded run had them, so the steps compute what they computed then (a length,
+a hash, a comparison); what it compares (prompts, argv, outputs, routes) is redacted first, so
+like is compared with like.
 """
 
 from __future__ import annotations
@@ -60,6 +66,14 @@ def _short_diff(old: str, new: str, limit: int = 12) -> str:
     return "\n".join(lines)
 
 
+def _restored(redactor: Redactor, value: Any) -> Any:
+    """`value` from the recording with the secrets the run knows put back (a secret not set
+    now stays `<secret:NAME>`: the replay then differs where the run used it)."""
+    from podium.events.redact import restore_secrets
+
+    return restore_secrets(value, set(redactor.secrets), redactor.secrets)
+
+
 def _diverge(control: ReplayControl, exc: Divergence) -> Divergence:
     if control.divergence is None:
         control.divergence = exc
@@ -108,7 +122,7 @@ class ReplayProvider:
                     f"{request.iteration}):\n{_short_diff(then or '', now or '')}",
                     kind="prompt", step=request.step, iteration=request.iteration,
                     details={"recorded": then, "now": now}))
-        return _ReplaySession(self.control, request, exchanges)
+        return _ReplaySession(self.control, request, exchanges, self.redactor)
 
     def close(self) -> None:
         self.live.close()
@@ -116,10 +130,11 @@ class ReplayProvider:
 
 class _ReplaySession:
     def __init__(self, control: ReplayControl, request: AgentRequest,
-                 exchanges: list[dict[str, Any]]) -> None:
+                 exchanges: list[dict[str, Any]], redactor: Redactor) -> None:
         self.control = control
         self.request = request
         self.exchanges = exchanges
+        self.redactor = redactor
         self.sent = 0
 
     def send(self, message: str) -> Reply:
@@ -131,7 +146,7 @@ class _ReplaySession:
                 iteration=req.iteration))
         ex = self.exchanges[self.sent]
         self.sent += 1
-        return Reply(str(ex.get("response_text", "")), None, int(ex.get("input_tokens", 0)),
+        return Reply(_restored(self.redactor, str(ex.get("response_text", ""))), None, int(ex.get("input_tokens", 0)),
                      int(ex.get("output_tokens", 0)), int(ex.get("cached_tokens", 0)),
                      ex.get("model") or req.model,
                      {"stop": ex.get("finish_reason"),
@@ -163,14 +178,15 @@ def _replay_script(recording: Recording, control: ReplayControl,
             raise _diverge(control, Divergence(
                 f"script '{step.name}' would run {argv} but the recording ran "
                 f"{got.get('argv')}", kind="script", step=step.name, iteration=call.iteration))
+        stdout = _restored(redactor, str(got.get("stdout", "")))
+        stderr = _restored(redactor, str(got.get("stderr", "")))
         call.run.bus.emit(ScriptOutput(
             step=step.name, iteration=call.iteration, argv=argv,
             working_dir=got.get("working_dir"), exit_code=int(got["exit_code"]),
-            stdout=got.get("stdout", ""), stderr=got.get("stderr", ""),
+            stdout=stdout, stderr=stderr,
             stdout_truncated=bool(got.get("stdout_truncated")),
             stderr_truncated=bool(got.get("stderr_truncated")), elapsed=0.0))
-        return script_outcome(step, call.iteration, int(got["exit_code"]),
-                              got.get("stdout", ""), got.get("stderr", ""),
+        return script_outcome(step, call.iteration, int(got["exit_code"]), stdout, stderr,
                               stdout_truncated=bool(got.get("stdout_truncated")))
 
     return run
@@ -197,9 +213,10 @@ class ReplayAnswerer:
     """Gate answers and iteration grants from the recording, in the order they were given."""
 
     def __init__(self, recording: Recording, control: ReplayControl,
-                 live: GateAnswerer) -> None:
+                 live: GateAnswerer, redactor: Redactor | None = None) -> None:
         self.control = control
         self.live = live
+        self.redactor = redactor or Redactor()
         self.gates = {k: list(v) for k, v in recording.gates.items()}
         self.dialogs = {k: list(v) for k, v in recording.dialogs.items()}
         self.grants = list(recording.grants)
@@ -224,7 +241,8 @@ class ReplayAnswerer:
                     step=request.step, iteration=request.iteration))
             turn = turns.pop(0)
             return GateAnswer(str(turn.get("choice") or "discuss"),
-                              {"message": str(turn.get("content", ""))}, "recording")
+                              {"message": _restored(self.redactor, str(turn.get("content", "")))},
+                              "recording")
         queue = self.gates.get(request.step)
         if not queue:
             raise _diverge(self.control, Divergence(
@@ -232,7 +250,8 @@ class ReplayAnswerer:
                 f"{request.iteration}", kind="missing", step=request.step,
                 iteration=request.iteration))
         got = queue.pop(0)
-        return GateAnswer(str(got["selected"]), dict(got.get("additional_input") or {}),
+        return GateAnswer(str(got["selected"]),
+                          _restored(self.redactor, dict(got.get("additional_input") or {})),
                           "recording")
 
 
@@ -323,15 +342,15 @@ def attach_replay(engine: Engine, recording: Recording, control: ReplayControl) 
     redactor = engine.bus.redactor
     services.providers = ProviderRegistry(
         override=ReplayProvider(recording, control, services.providers, redactor))
-    services.answerer = ReplayAnswerer(recording, control, services.answerer)
+    services.answerer = ReplayAnswerer(recording, control, services.answerer, redactor)
     ex = engine.executors
     ex["script"] = _replay_script(recording, control, ex["script"], redactor)
     ex["wait"] = _replay_recorded("wait", recording.waits, control, ex.get("wait"),
-                                  lambda out: out)
+                                  lambda out: _restored(redactor, out))
     if "mcp" in ex:
         ex["mcp"] = _replay_recorded("mcp", {k: v.get("output", v.get("result"))
                                             for k, v in recording.mcp.items()},
-                                     control, ex["mcp"], lambda out: out)
+                                     control, ex["mcp"], lambda out: _restored(redactor, out))
     engine.observer = ReplayObserver(recording, control, redactor)
 
     def child_hook(child: Engine, step: str, iteration: int, slot: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -115,21 +116,23 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbo
                                                           lambda: McpHub(servers)),
                              run_id=run.run_id,
                              hidden=frozenset(secret_names(run.workflow)),
-                             limit=output_limit(runtime.tool_output),
+                             limit=output_limit(runtime.tool_output, run.bus.redactor.text),
                              workspaces=run.workspaces)
     except ToolError as exc:
         raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
 
 
-def output_limit(cfg: ToolOutputConfig | None) -> OutputLimit:
+def output_limit(cfg: ToolOutputConfig | None,
+                 redact: Callable[[str], str] | None = None) -> OutputLimit:
     """`runtime.tool_output` (Conductor's defaults when it is not written): results over
-    max_chars are cut, and spilled whole to a file first unless spill_to_file is false."""
+    max_chars are cut, and spilled whole to a file first unless spill_to_file is false;
+    `redact` (the run's Redactor) takes the secrets out of what is spilled."""
     from podium.tools.base import OutputLimit, spill_dir_for
 
     if cfg is None:
-        return OutputLimit(spill_dir=spill_dir_for(None))
+        return OutputLimit(spill_dir=spill_dir_for(None), redact=redact)
     return OutputLimit(cfg.max_chars, cfg.enabled, spill_dir_for(cfg.spill_dir,
-                                                                 cfg.spill_to_file))
+                                                                 cfg.spill_to_file), redact)
 
 
 def _runtime_options(call: StepCall, step: AgentStep, ctx: dict[str, Any],

@@ -45,6 +45,12 @@ PROVIDER_NAMES = {"openai": "openai", "azure": "azure.ai.openai", "claude": "ant
                   "anthropic": "anthropic", "copilot": "github.copilot",
                   "claude-agent": "anthropic", "scripted": "podium.scripted"}
 MAX_TEXT = 16_000  # characters of captured content per attribute
+# the fields of other events that hold what a model or a person said: content, captured only
+# with capture_content (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+CONTENT_FIELDS: dict[str, frozenset[str]] = {
+    "model_delta": frozenset({"text"}), "dialog_message": frozenset({"content"}),
+    "guidance_added": frozenset({"text"}), "dialog_evaluated": frozenset({"reason", "question"}),
+}
 
 Attrs = dict[str, Any]
 
@@ -393,14 +399,21 @@ class TraceSink:
     # ------------------------------------------------------------------ the rest
 
     def _note(self, e: ev.Event) -> None:
-        """Any other event: a span event on its step's span (or the run's)."""
+        """Any other event: a span event on its step's span (or the run's). The text of what
+        a model or a person said is content: only with capture_content, and streamed pieces
+        are no span event at all without it."""
+        if e.type == "model_delta" and not self.capture:
+            return
         run = self.runs[e.run_id]
+        content = CONTENT_FIELDS.get(e.type, frozenset())
         step = getattr(e, "step", None)
         span = self._step_span(run, step if isinstance(step, str) else None,
                                getattr(e, "iteration", None))
         attrs: Attrs = {}
         for key, value in e.model_dump(exclude={"v", "type", "run_id", "seq", "ts",
                                                 "parent_run_id"}).items():
+            if key in content and not self.capture:
+                continue
             if isinstance(value, (bool, int, float)) or (isinstance(value, str)
                                                            and len(value) <= 500):
                 attrs[f"podium.{key}"] = value

@@ -18,6 +18,7 @@ from podium.clock import FakeClock
 from podium.engine.run import Engine, RunResult
 from podium.errors import PodiumError, RunError, StepError
 from podium.events.model import ParseRecovery, RouteTaken, ScriptOutput, StepStarted
+from podium.events.redact import Redactor
 from podium.events.sinks.jsonl import MemorySink
 from podium.gates.base import GateUnanswerable, ScriptedAnswerer
 from podium.language.model import HumanGateStep, ScriptStep
@@ -154,10 +155,22 @@ def run_test(test: LoadedTest) -> TestRun:
     data_problem = _test_data_problem(test, result, sink)
     if data_problem is not None:
         run.failures.append(data_problem)
-        return run
+        return _redacted(run, engine.bus.redactor)
     if case.expect is not None:
         run.failures.extend(compare(case.expect, run))
     run.failures.extend(_unused(test, provider, answerer, stubs))
+    return _redacted(run, engine.bus.redactor)
+
+
+def _redacted(run: TestRun, redactor: Redactor) -> TestRun:
+    """The run as `podium test` shows it: compared as it was, shown with its secrets as
+    `<secret:NAME>` (a failed expectation quotes what the run gave)."""
+    if not redactor:
+        return run
+    hide = redactor.value
+    run.output, run.error, run.reason = hide(run.output), hide(run.error), hide(run.reason)
+    run.failures = [Failure(f.kind, redactor.text(f.message), hide(f.expected), hide(f.actual),
+                            hide(f.details)) for f in run.failures]
     return run
 
 

@@ -11,7 +11,7 @@ import re
 import secrets
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +69,9 @@ class OutputLimit:
     max_chars: int = DEFAULT_MAX_CHARS
     enabled: bool = True
     spill_dir: Path | None = None
+    # the run's secrets out of what is spilled (a file on disk, which the run's store and
+    # logs never see to redact): Redactor.text
+    redact: Callable[[str], str] | None = None
 
 
 def spill_dir_for(setting: str | None, spill: bool = True) -> Path | None:
@@ -155,7 +158,8 @@ class Toolbox:
         limit = self.limit
         if not limit.enabled or len(text) <= limit.max_chars:
             return text
-        path = _spill(limit.spill_dir, name, text) if limit.spill_dir is not None else None
+        spilled = limit.redact(text) if limit.redact is not None else text
+        path = _spill(limit.spill_dir, name, spilled) if limit.spill_dir is not None else None
         kept = f"{len(text)} chars -> {limit.max_chars} kept"
         if path is None:
             return f"{text[:limit.max_chars]}\n\n{TRUNCATED} {kept}. {GENERIC_HINT}]"

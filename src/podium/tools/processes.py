@@ -56,6 +56,19 @@ for pgid in groups:
 """
 
 
+# what a helper process of podium's own (the reaper, git for registries) keeps of podium's
+# environment: nothing that could be a key (its /proc/PID/environ is readable by the user's
+# every process, the commands agents run included)
+HELPER_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ")
+
+
+def helper_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a helper process: HELPER_VARIABLES from podium's, and `extra`."""
+    env = {k: os.environ[k] for k in HELPER_VARIABLES if k in os.environ}
+    env.update(extra or {})
+    return env
+
+
 class _Reaper:
     """podium's end of the reaper: registers and unregisters process groups, and starts the
     reaper process on the first group (again if it was killed). Best effort: when the reaper
@@ -105,7 +118,7 @@ class _Reaper:
             proc = subprocess.Popen(
                 [sys.executable, "-S", "-I", "-c", _REAPER_CODE, "podium-reaper"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                cwd="/", close_fds=True, start_new_session=True)
+                cwd="/", close_fds=True, start_new_session=True, env=helper_environment())
         except OSError:
             return
         self._proc = proc

@@ -219,7 +219,11 @@ def _layout_file(path: Path) -> dict[str, Any]:
     if result.model is None or result.sink.errors:
         return {"graph": None, "warning": "the workflow file is no longer valid; the graph "
                 "shows only what the run did"}
-    return {"graph": layout(*graph_of_workflow(result.model))}
+    from podium.events.redact import Redactor, secret_values
+
+    # loaded with ${VAR} expanded (in the console's environment): no secret's value is served
+    hide = Redactor(secret_values(result.model))
+    return {"graph": hide.value(layout(*graph_of_workflow(result.model)))}
 
 
 # ----------------------------------------------------------------------------- actions

@@ -255,8 +255,12 @@ class ConsoleAnswerer:
             for gate in self.store.gates(run_id=request.run_id):
                 if gate.id == gate_id and gate.status == "answered" and gate.answer is not None:
                     self.store.consume_gate(gate_id)
-                    return GateAnswer(gate.answer, dict(gate.additional_input),
-                                      gate.answered_by or "console")
+                    from podium.app.secrets import restore, run_redactor
+
+                    # stored redacted (app/runs.py answer_gate): the run gets what was typed
+                    given = restore(dict(gate.additional_input),
+                                    run_redactor(self.store.get_run(gate.run_id)))
+                    return GateAnswer(gate.answer, given, gate.answered_by or "console")
             time.sleep(self.poll)
 
 
