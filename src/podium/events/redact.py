@@ -165,6 +165,30 @@ def _base64(value: str) -> list[list[list[str]]]:
     return out
 
 
+def _spellings(value: str) -> set[str]:
+    """Concrete forms of `value`: as is, JSON-escaped once to three times (with and without
+    ensure_ascii), URL-, HTML- and shell-quoted, and its base64 at the three offsets."""
+    import html
+    import shlex
+    from urllib.parse import quote, quote_plus
+
+    from markupsafe import escape
+
+    out = {value, quote(value, safe=""), quote(value), quote_plus(value), html.escape(value),
+           str(escape(value)), shlex.quote(value)}
+    for ascii_only in (False, True):
+        text = value
+        for _ in range(3):
+            text = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
+            out.add(text)
+    raw = value.encode("utf-8", "surrogatepass")
+    for offset in range(3):
+        first, last = -(-8 * offset // 6), (8 * (offset + len(raw)) - 6) // 6
+        chunk = base64.b64encode(b"\0" * offset + raw).decode("ascii")[first:last + 1]
+        out.update((chunk, chunk.replace("+", "-").replace("/", "_")))
+    return {f for f in out if f}
+
+
 class _Form:
     """One way to find one secret: its regex, a literal every match holds (None: none), and
     the token it becomes."""
@@ -268,9 +292,13 @@ class Redactor:
             self._compiled = _Compiled(self.secrets)
 
     def forms(self) -> list[str]:
-        """Every text this redactor replaces, longest first (a stream holds back their
-        beginnings at the end of a piece: events/redact_stream.py)."""
-        return [form for form, _ in self._pairs]
+        """The usual spellings of every secret, longest first: a stream holds back a piece's
+        tail that begins one of them (events/redact_stream.py). The regexes replace more
+        (any mix of escapes); these are the forms a producer writes in one go."""
+        found: set[str] = set()
+        for value in self.secrets.values():
+            found.update(_spellings(value))
+        return sorted(found, key=lambda f: (-len(f), f))
 
     def text(self, text: str) -> str:
         return self._compiled.sub(text)
