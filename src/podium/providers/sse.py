@@ -93,7 +93,7 @@ def data_json(data: str, label: str) -> Any:
     not JSON (a broken or hostile endpoint)."""
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:  # an integer past the digit limit is the loop's
         shown = data if len(data) <= QUOTED else data[:QUOTED] + "..."
         raise ProviderError(f"{label}: the stream sent data that is not JSON ({exc}): "
                             f"{shown!r}") from None
