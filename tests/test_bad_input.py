@@ -28,6 +28,14 @@ def _alias_bomb() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _string_alias_bomb() -> bytes:
+    """One 1 MB string aliased 2,000 times (2 GB once expanded), far under the node limit,
+    in a workflow that is valid otherwise."""
+    aliases = ", ".join(["*big"] * 2_000)
+    return (f'workflow:\n  name: bomb\n  entry_point: a\n  description: &big "{"x" * 1_000_000}"\n'
+            f"agents:\n  - name: a\n    type: set\n    value: [{aliases}]\n").encode()
+
+
 def _ten_megabytes() -> bytes:
     head = b"workflow:\n  name: big\n  entry_point: a\nagents:\n  - name: a\n    prompt: |\n"
     line = b"      " + b"x" * 93 + b"\n"
@@ -46,6 +54,7 @@ CONTENT_CASES: dict[str, bytes] = {
     "latin-1": "workflow:\n  name: café\n  entry_point: a\n".encode("latin-1"),
     "ten-megabytes": _ten_megabytes(),
     "alias-bomb": _alias_bomb(),
+    "string-alias-bomb": _string_alias_bomb(),
     "deep-flow": b"[" * DEPTH + b"]" * DEPTH + b"\n",
     "deep-flow-mappings": b"{a: " * DEPTH + b"1" + b"}" * DEPTH + b"\n",
     "deep-block": b"- " * DEPTH + b"x\n",
@@ -72,6 +81,7 @@ EXPECTED_WORDS = {
     "latin-1": "UTF-8",
     "ten-megabytes": "too large",
     "alias-bomb": "alias",
+    "string-alias-bomb": "alias bomb",
     "deep-flow": "nesting",
     "deep-flow-mappings": "nesting",
     "deep-block": "nesting",

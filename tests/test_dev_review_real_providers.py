@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fakes.anthropic_server import FakeAnthropic, message, text
 from fakes.openai_server import FakeOpenAI, answer, call
+from helpers_dev_review import dev_review_with_tools
 from helpers_engine import EXAMPLES, cli_env, git_repo_copy, podium_argv, read_jsonl, write
 
 DEV_REVIEW = EXAMPLES / "dev-review"
@@ -20,6 +21,7 @@ LOCAL = "qwen2.5-coder:7b"  # what the OpenAI-compatible endpoint says it runs: 
 
 def test_article_workflow_on_local_protocol_servers(tmp_path: Path) -> None:
     repo = git_repo_copy(DEV_REVIEW / "sample-repo", tmp_path / "repo")
+    flow = dev_review_with_tools(tmp_path / "dev-review")  # on openai the Dev names its tools
     fixed = (DEV_REVIEW / "fixtures" / "textkit_fixed.py").read_text(encoding="utf-8")
     gates = write(tmp_path, "gates:\n  human_acceptance: [accept]\n", "gates.yaml")
     log = tmp_path / "events.jsonl"
@@ -44,7 +46,7 @@ def test_article_workflow_on_local_protocol_servers(tmp_path: Path) -> None:
             "OPENAI_BASE_URL": oa.url + "/v1", "OPENAI_API_KEY": "sk-dummy",
             "ANTHROPIC_BASE_URL": an.url, "ANTHROPIC_API_KEY": "sk-ant-dummy"})
         proc = subprocess.run(
-            podium_argv("run", DEV_REVIEW / "workflow.yaml", "--provider", "openai",
+            podium_argv("run", flow, "--provider", "openai",
                         "--input", f"ticket={DEV_REVIEW / 'tickets' / 'add-slugify.md'}",
                         "--input", f"repo_dir={repo}", "--responses", gates, "--events", log),
             env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
@@ -72,6 +74,7 @@ def test_article_workflow_on_local_protocol_servers(tmp_path: Path) -> None:
     assert (dev["model"], dev["reasoning_effort"]) == ("gpt-5-mini", "medium")
     assert "write_file" in {t["function"]["name"] for t in dev["tools"]}
     assert dev_requests[4]["reasoning_effort"] == "low"  # handoff_summary
+    assert "tools" not in dev_requests[4]  # it names no tool, so it is offered none
     # the reviewer stayed on its own provider (claude), and was offered no tool at all
     (review,) = review_requests
     assert "tools" not in review

@@ -87,13 +87,13 @@ def test_tool_loop_with_thinking_blocks_sent_back(tmp_path: Path, servers: Serve
         workflow: {name: t, entry_point: a, runtime: {provider: anthropic}}
         agents:
           - {name: a, model: claude-sonnet-5, working_dir: repo, reasoning: {effort: low},
-             prompt: "write the todo"}
+             tools: [read_file, write_file, run_command], prompt: "write the todo"}
     """)
     assert run.exit_code == 0, run.error_text()
     assert (repo / "notes" / "todo.md").read_text() == "- ship\n"
     assert run.outputs["a"] == {"result": "All written."}
     first, second, third = (r.body for r in an.message_requests())
-    assert {t["name"] for t in first["tools"]} >= {"read_file", "write_file", "run_command"}
+    assert [t["name"] for t in first["tools"]] == ["read_file", "write_file", "run_command"]
     assistant = second["messages"][1]
     assert assistant["role"] == "assistant"
     assert assistant["content"][0]["type"] == "thinking"

@@ -32,6 +32,8 @@ workflow:
   name: dev
   entry_point: dev
   runtime: {provider: openai, default_model: gpt-5-mini}
+# workspace tools are opt-in: the developer gets the root list, which names all of them
+tools: [read_file, list_dir, search, write_file, edit_file, run_command]
 agents:
   - name: dev
     working_dir: repo

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fakes.anthropic_server import FakeAnthropic, message, text
 from fakes.openai_server import FakeOpenAI, answer, call
+from helpers_dev_review import dev_review_with_tools
 from helpers_engine import EXAMPLES, cli_env, git_repo_copy, podium_argv, write
 
 DEV_REVIEW = EXAMPLES / "dev-review"
@@ -37,6 +38,7 @@ def _run(tmp_path: Path, home: Path, *args: object, env: dict[str, str] | None =
 def test_recorded_real_provider_run_replays_offline_and_forks(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = git_repo_copy(DEV_REVIEW / "sample-repo", tmp_path / "repo")
+    flow = dev_review_with_tools(tmp_path / "dev-review")  # on openai the Dev names its tools
     fixed = (DEV_REVIEW / "fixtures" / "textkit_fixed.py").read_text(encoding="utf-8")
     gates = write(tmp_path, "gates:\n  human_acceptance: [accept]\n", "gates.yaml")
     with FakeOpenAI() as oa, FakeAnthropic() as an:
@@ -50,7 +52,7 @@ def test_recorded_real_provider_run_replays_offline_and_forks(tmp_path: Path) ->
                           model="claude-sonnet-5", usage=(3100, 90, 0, 0)))
         env = cli_env(home, {"OPENAI_BASE_URL": oa.url + "/v1", "OPENAI_API_KEY": "sk-dummy",
                              "ANTHROPIC_BASE_URL": an.url, "ANTHROPIC_API_KEY": "sk-ant-dummy"})
-        proc = _run(tmp_path, home, "run", DEV_REVIEW / "workflow.yaml", "--provider", "openai",
+        proc = _run(tmp_path, home, "run", flow, "--provider", "openai",
                     "--json", "--input", f"ticket={DEV_REVIEW / 'tickets' / 'add-slugify.md'}",
                     "--input", f"repo_dir={repo}", "--responses", gates, env=env)
         served = len(oa.chat_requests()) + len(an.message_requests())

@@ -144,9 +144,11 @@ def test_tools_selection_rules(ws: Workspace) -> None:
     assert wanted_names(None, ["read_file"]) == ["read_file"]
     assert wanted_names([], ["read_file"]) == []
     assert build_toolbox([], str(ws.root), {}, hub) is None
-    everything = build_toolbox(None, str(ws.root), {}, hub)
-    assert everything is not None
-    assert everything.names == WORKSPACE_TOOL_NAMES
+    # omitted, with no root list and no MCP server: no tool at all (tools are opt-in)
+    assert build_toolbox(None, str(ws.root), {}, hub) is None
+    every = build_toolbox(list(WORKSPACE_TOOL_NAMES), str(ws.root), {}, hub)
+    assert every is not None
+    assert every.names == WORKSPACE_TOOL_NAMES
     some = build_toolbox(["search", "read_file"], str(ws.root), {}, hub)
     assert some is not None
     assert some.names == ("search", "read_file")

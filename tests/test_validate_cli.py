@@ -29,10 +29,14 @@ def write(tmp_path: Path, text: str, name: str = "wf.yaml") -> Path:
     return path
 
 
+UNNAMED_TOOLS = "gets the default tools of provider"  # tests/test_tools_opt_in.py has those
+
+
 def diagnostics(proc: subprocess.CompletedProcess[str]) -> list[re.Match[str]]:
-    """The diagnostic lines of a text report, parsed (the summary line is not one)."""
+    """The diagnostic lines of a text report, parsed (the summary line is not one), but for
+    the warnings about a runtime's default tools (the article's agents on copilot get them)."""
     found = [DIAG_RE.match(line) for line in proc.stdout.splitlines()]
-    return [m for m in found if m]
+    return [m for m in found if m and UNNAMED_TOOLS not in m["message"]]
 
 
 def without_output_template(tmp_path: Path) -> Path:
@@ -48,9 +52,20 @@ def without_output_template(tmp_path: Path) -> Path:
 
 
 def test_article_workflow_is_valid(podium_cli: Runner) -> None:
+    """Valid, with a warning for each agent that gets Copilot's default tools (a shell and
+    file edits) without naming them: the developer, as the article intends, and the
+    handoff summary; the listing says where each may write."""
     proc = podium_cli("validate", ARTICLE, cwd=ROOT)
     assert proc.returncode == 0
-    assert proc.stdout == f"{ARTICLE}: valid\n"
+    lines = proc.stdout.splitlines()
+    warned = [m["path"] for m in map(DIAG_RE.match, lines) if m and UNNAMED_TOOLS in m["message"]]
+    assert warned == ["agents[1]", "agents[7]"]
+    assert lines[-3:] == [
+        "  developer (copilot): the runtime's default tools (bash, create, edit, write_bash) "
+        "in {{ workflow.input.repo_dir }}",
+        "  handoff_summary (copilot): the runtime's default tools (bash, create, edit, "
+        "write_bash) in the current directory",
+        f"{ARTICLE}: valid: 2 warnings"]
     assert proc.stderr == ""
 
 
@@ -67,12 +82,12 @@ def test_article_without_output_template_warns_about_the_path(podium_cli: Runner
     assert d["path"] == "output.summary"
     assert "developer" in d["message"]
     assert "ticket_invalid" in d["message"]
-    assert proc.stdout.splitlines()[-1] == f"{path.name}: valid: 1 warning"
+    assert proc.stdout.splitlines()[-1] == f"{path.name}: valid: 3 warnings"
 
     strict = podium_cli("validate", "--strict", path.name, cwd=tmp_path)
     assert strict.returncode == 2
     assert diagnostics(strict)[0].group(0) == d.group(0)
-    assert strict.stdout.splitlines()[-1] == f"{path.name}: invalid (--strict): 1 warning"
+    assert strict.stdout.splitlines()[-1] == f"{path.name}: invalid (--strict): 3 warnings"
 
 
 # --------------------------------------------------------------------------- formats, files
@@ -86,8 +101,9 @@ def test_json_format_shape(podium_cli: Runner, tmp_path: Path) -> None:
     assert report["valid"] is True
     assert [f["valid"] for f in report["files"]] == [True, True]
     first, second = report["files"]
-    assert second["diagnostics"] == []
-    (diag,) = first["diagnostics"]
+    assert [d["code"] for d in second["diagnostics"]] == ["unnamed-tools"] * 2
+    assert [a["agent"] for a in second["tool_access"]] == ["developer", "handoff_summary"]
+    (diag,) = [d for d in first["diagnostics"] if d["code"] != "unnamed-tools"]
     assert {"file", "line", "col", "path", "severity", "message", "hint"} <= set(diag)
     assert diag["file"] == first["file"]
     assert isinstance(diag["line"], int)
@@ -150,7 +166,7 @@ def test_several_files(podium_cli: Runner, tmp_path: Path) -> None:
     ]
     proc = podium_cli("validate", str(good), ARTICLE, cwd=ROOT)
     assert proc.returncode == 0
-    assert proc.stdout == "2 files: valid\n"
+    assert proc.stdout.splitlines()[-1] == "2 files: valid: 2 warnings"
 
 
 def test_missing_file_among_others_exits_3(podium_cli: Runner, tmp_path: Path) -> None:
@@ -168,7 +184,7 @@ def messages(podium_cli: Runner, *args: str, cwd: Path) -> list[tuple[str, str, 
     proc = podium_cli("validate", "--format", "json", *args, cwd=cwd)
     report = json.loads(proc.stdout)
     return [(d["path"], d["severity"], d["message"]) for f in report["files"]
-            for d in f["diagnostics"]]
+            for d in f["diagnostics"] if d["code"] != "unnamed-tools"]
 
 
 def test_58_stale_step_references(podium_cli: Runner, tmp_path: Path) -> None:
@@ -211,6 +227,7 @@ def test_58_loop_variable_is_not_a_step(podium_cli: Runner, tmp_path: Path) -> N
           input: {items: {type: array}}
         agents:
           - name: a
+            tools: []
             prompt: "{% for x in workflow.input.items %}{{ x.output }}{% endfor %}"
         """)
     proc = podium_cli("validate", "wf.yaml", cwd=tmp_path)
@@ -225,7 +242,8 @@ def test_59_undeclared_workflow_input(podium_cli: Runner, tmp_path: Path, block:
                                       expected: int) -> None:
     (tmp_path / "wf.yaml").write_text(
         "workflow:\n  name: t\n  entry_point: a\n" + block
-        + "agents:\n  - name: a\n    prompt: '{{ workflow.input.nope }}'\n", encoding="utf-8")
+        + "agents:\n  - name: a\n    tools: []\n    prompt: '{{ workflow.input.nope }}'\n",
+        encoding="utf-8")
     proc = podium_cli("validate", "wf.yaml", cwd=tmp_path)
     assert proc.returncode == expected
     if expected:
@@ -272,6 +290,7 @@ PATHS = """
           - {to: work, when: "exit_code == 0"}
           - {to: stop}
       - name: work
+        tools: []
         output: {summary: {type: string}}
       - name: stop
         type: terminate

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
 from podium.check.validate import validate_file
 from podium.language.diagnostics import Diagnostic
+from podium.language.load import LoadResult
 from podium.language.source import FileUnreadable
+
+if TYPE_CHECKING:
+    from podium.check.tool_access import Access
 
 
 def run_validate(files: list[Path], output_format: str, strict: bool, budget: bool) -> int:
@@ -40,6 +44,7 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
             if output_format == "text":
                 sys.stderr.write(f"{exc}\n")
             continue
+        access = _tool_access(result)
         diags: list[Diagnostic] = result.sink.sorted()
         errors = [d for d in diags if d.severity == "error"]
         warnings = [d for d in diags if d.severity == "warning"]
@@ -52,6 +57,7 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
             "file": result.shown, "valid": valid, "readable": True,
             "errors": len(errors), "warnings": len(warnings),
             "diagnostics": [d.to_json() for d in diags],
+            "tool_access": [a.to_json() for a in access],
         }
         if budget and result.model is not None and not errors:
             from podium.check.budget import analyse_budget
@@ -61,6 +67,9 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
         if output_format == "text":
             for d in diags:
                 out.write(d.format() + "\n")
+            if access:
+                out.write(f"{result.shown}: agents that can write files or run commands:\n")
+                out.writelines(f"  {a.describe()}\n" for a in access)
             if budget and "budget" in report:
                 from podium.check.budget import format_budget
 
@@ -71,6 +80,21 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
     else:
         _summary(files, reports, total_errors, total_warnings, strict)
     return code
+
+
+def _tool_access(result: LoadResult) -> list[Access]:
+    """The agents that can write files or run commands (check/tool_access.py), each given
+    them without naming them also a warning in `result`; none for an invalid workflow."""
+    from podium.check.tool_access import tool_access, unnamed_warning
+
+    if result.model is None or result.sink.errors:
+        return []
+    access = tool_access(result.model)
+    for a in access:
+        if not a.named:
+            message, hint = unnamed_warning(a)
+            result.warning(a.path, message, hint, code="unnamed-tools")
+    return access
 
 
 def _test_file(path: Path, output_format: str, strict: bool) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from podium.language.sourcefile import (
 )
 
 __all__ = [
+    "MAX_ALIAS_CHARS",
     "MAX_DEPTH",
     "MAX_ENV_DEPTH",
     "MAX_FILE_BYTES",
@@ -57,6 +58,7 @@ __all__ = [
 MAX_TOTAL_BYTES = 4 * MAX_FILE_BYTES  # a file plus everything it includes
 MAX_DEPTH = 200
 MAX_NODES = 500_000
+MAX_ALIAS_CHARS = MAX_TOTAL_BYTES  # text that aliases may repeat, in all (characters)
 MAX_ENV_DEPTH = 10
 
 _ENV_RE = re.compile(r"\$(\$?)\{([^}:]+)(?::-([^}]*))?\}")
@@ -68,6 +70,7 @@ class _Budget:
 
     nodes: int = 0
     bytes: int = 0
+    alias_chars: int = 0  # text repeated by aliases
 
 
 @dataclass
@@ -93,7 +96,7 @@ class _Composer:
         self.chain = chain
         self.budget = budget
         self.base = base
-        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.anchors: dict[str, tuple[Any, int, int]] = {}  # value, nodes, characters
 
     def pos(self, mark: Any) -> Pos:
         return Pos(self.shown, mark.line + 1, mark.column + 1)
@@ -108,11 +111,20 @@ class _Composer:
             self.fail(mark, f"document expands to more than {MAX_NODES:,} nodes "
                             "(an alias bomb?)", fatal=True)
 
+    def repeat(self, chars: int, mark: Any, path: KeyPath) -> None:
+        """An alias repeats `chars` characters of text: bounded like the nodes, so a bomb of
+        long strings is an error here and not a MemoryError later in the run."""
+        self.budget.alias_chars += chars
+        if self.budget.alias_chars > MAX_ALIAS_CHARS:
+            self.fail(mark, "aliases repeat more than "
+                      f"{MAX_ALIAS_CHARS // (1024 * 1024)} MiB of text (an alias bomb?)",
+                      path[:2], fatal=True)
+
     def compose(self, text: str) -> Any:
         from ruamel.yaml import YAML
         from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-        start = self.budget.nodes
+        start, repeated = self.budget.nodes, self.budget.alias_chars
         try:
             fast = _c_events(text)
             if fast is not None:
@@ -122,7 +134,7 @@ class _Composer:
                     # read it again with the pure-Python parser, whose messages are the ones
                     # podium reports (the C parser words some problems differently)
                     self.anchors.clear()
-                    self.budget.nodes = start
+                    self.budget.nodes, self.budget.alias_chars = start, repeated
             return self._build(YAML(typ="safe", pure=True).parse(text))
         except MarkedYAMLError as exc:
             raise LoadFailure([self._syntax_error(exc)]) from None
@@ -165,7 +177,7 @@ class _Composer:
                 if frame.kind == "map" and frame.merges:
                     value = self._apply_merges(frame)
                 if frame.anchor:
-                    self.anchors[frame.anchor] = (value, self._size(value))
+                    self.anchors[frame.anchor] = (value, *self._size(value))
                 if not stack:
                     root = value
                 else:
@@ -175,8 +187,9 @@ class _Composer:
             if isinstance(event, ev.AliasEvent):
                 if event.anchor not in self.anchors:
                     self.fail(event.start_mark, f"unknown alias '*{event.anchor}'")
-                value, size = self.anchors[event.anchor]
+                value, size, chars = self.anchors[event.anchor]
                 self.count(size, event.start_mark)
+                self.repeat(chars, event.start_mark, path)
                 value = _deep_copy(value)
                 self._record(stack, path, event.start_mark, None)
                 if not stack:
@@ -204,7 +217,7 @@ class _Composer:
                 self.count(1, event.start_mark)
                 value = self._scalar(event, path, stack)
                 if event.anchor:
-                    self.anchors[event.anchor] = (value, 1)
+                    self.anchors[event.anchor] = (value, 1, _chars(value))
                 if not stack:
                     root = value
                 else:
@@ -354,20 +367,28 @@ class _Composer:
         self.smap.files[path] = target
         return text
 
-    def _size(self, value: Any) -> int:
-        n = 1
+    def _size(self, value: Any) -> tuple[int, int]:
+        """The nodes and the characters of text in `value` (each counted up to its limit)."""
+        n, chars = 1, 0
         stack = [value]
         while stack:
             v = stack.pop()
             if isinstance(v, dict):
                 n += len(v)
+                chars += sum(_chars(k) for k in v)
                 stack.extend(v.values())
             elif isinstance(v, list):
                 n += len(v)
                 stack.extend(v)
-            if n > MAX_NODES:
+            else:
+                chars += _chars(v)
+            if n > MAX_NODES or chars > MAX_ALIAS_CHARS:
                 break
-        return n
+        return n, chars
+
+
+def _chars(value: Any) -> int:
+    return len(value) if isinstance(value, str) else 0
 
 
 def _c_events(text: str) -> Iterator[Any] | None:

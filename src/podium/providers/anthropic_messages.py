@@ -32,7 +32,7 @@ from podium.providers.catalog import (
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
-from podium.providers.sse import events, lines
+from podium.providers.sse import data_json, events, lines, within
 from podium.providers.stream_deltas import anthropic_delta
 from podium.tools.base import ToolResult
 
@@ -99,7 +99,7 @@ class _Message:
                                            response=response, body=body)
         if name is None or name == "ping" or not data:
             return None
-        event = json.loads(data)
+        event = data_json(data, "claude")
         kind = event.get("type") if isinstance(event, dict) else None
         if kind == "message_start":
             self.msg = dict(event["message"])
@@ -251,7 +251,8 @@ class ClaudeSession(LoopSession):
             with closing(self.provider.stream_messages(self.messages, self.params,
                                                        timeout)) as response:
                 tools: dict[int, str] = {}  # block index -> tool name
-                for name, raw in events(lines(response.iter_bytes())):
+                for name, raw in events(lines(within(response.iter_bytes(), timeout,
+                                                     "claude"))):
                     event = got.event(name, raw, response)
                     if event is not None:
                         anthropic_delta(event, tools, deltas)

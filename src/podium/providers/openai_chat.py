@@ -12,7 +12,6 @@ policy retries instead (with events).
 from __future__ import annotations
 
 import copy
-import json
 from contextlib import closing
 from typing import Any
 
@@ -25,7 +24,7 @@ from podium.providers.catalog import Capabilities, openai_rejects_effort
 from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
-from podium.providers.sse import lines
+from podium.providers.sse import data_json, lines, within
 from podium.tools.base import ToolResult
 
 CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=("low", "medium", "high"),
@@ -115,10 +114,12 @@ class OpenAISession(LoopSession):
             with closing(self.provider.stream_chat({"messages": self.messages, **self.params},
                                                    timeout)) as response:
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    for line in lines(response.iter_bytes()):
+                    for line in lines(within(response.iter_bytes(), timeout,
+                                             self.provider.name)):
                         got.line(line, deltas, self.provider.name)
                 else:  # an endpoint that does not stream answers with the whole completion
-                    got.whole(json.loads(response.read()), deltas)
+                    got.whole(data_json(response.read().decode("utf-8", "replace"),
+                                        self.provider.name), deltas)
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
         except httpx2.HTTPError as exc:  # the SDK speaks httpx2 (mcp and openai 2 do)
@@ -168,7 +169,7 @@ class _Assembled:
         data = line[5:].strip()
         if not data or data == "[DONE]":
             return
-        chunk = json.loads(data)
+        chunk = data_json(data, label)
         if not isinstance(chunk, dict):
             raise ProviderError(f"{label}: the stream sent {type(chunk).__name__}, not a chunk")
         if chunk.get("error"):

@@ -1,12 +1,20 @@
 """Server-sent events from a streamed HTTP response: its lines (`lines`), then (event, data)
-pairs (`events`). What the SDKs' own stream readers parse, without the typed object they
+pairs (`events`), each event's JSON (`data_json`), and the whole stream held to a total
+deadline (`within`). What the SDKs' own stream readers parse, without the typed object they
 build for every event (for a short answer that object is most of the SDK's CPU per call)."""
 
 from __future__ import annotations
 
 import codecs
+import json
 import re
+import time
 from collections.abc import Iterable, Iterator
+from typing import Any
+
+from podium.providers.base import ProviderError
+
+QUOTED = 80  # characters of a bad event quoted in its error
 
 # The only line endings of an event stream (the SSE spec): CRLF, LF, CR. Not str.splitlines,
 # which httpx's iter_lines uses: it also splits at U+2028, U+2029 and U+0085, which JSON may
@@ -66,3 +74,26 @@ def events(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
             data.append(value)
     if data or name is not None:
         yield name, "\n".join(data)
+
+
+def within(chunks: Iterable[bytes], seconds: float, label: str) -> Iterator[bytes]:
+    """`chunks` while the stream is younger than `seconds`: the per-read timeout alone lets
+    an endpoint that sends a keep-alive comment now and then hold a step forever."""
+    deadline = time.monotonic() + seconds
+    for chunk in chunks:
+        if time.monotonic() > deadline:
+            raise ProviderError(f"{label}: the answer did not end within {seconds:.3g}s (the "
+                                "agent's timeout_seconds, else 600 s per model call); the "
+                                "stream was closed", retryable=True, category="timeout")
+        yield chunk
+
+
+def data_json(data: str, label: str) -> Any:
+    """The JSON of one event's data; a ProviderError quoting its first characters if it is
+    not JSON (a broken or hostile endpoint)."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:  # an integer past the digit limit is the loop's
+        shown = data if len(data) <= QUOTED else data[:QUOTED] + "..."
+        raise ProviderError(f"{label}: the stream sent data that is not JSON ({exc}): "
+                            f"{shown!r}") from None

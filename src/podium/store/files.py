@@ -102,6 +102,10 @@ def check_file(path: Path) -> None:
     FileProblem. Does nothing while this process has a connection to the file."""
     if path.is_dir():
         raise FileProblem("is a directory, not a file")
+    if path.exists() and not path.is_file():
+        # a device (/dev/null), a pipe or a socket: SQLite would write its -journal beside it
+        raise FileProblem("is not a regular file (a device, pipe or socket); give the path of "
+                          "a file (it is created when missing)")
     if in_use(path):
         return
     try:

@@ -1,7 +1,8 @@
 """Which tools an agent's model is offered (podium's semantics of `tools:`):
 
-- omitted: the workflow's root `tools:` list when it has one, else every workspace tool and
-  every tool of every declared MCP server;
+- omitted: the workflow's root `tools:` list when it has one, else every tool of every
+  declared MCP server (as Conductor) and no workspace tool: tools that read, write or run
+  commands are opt-in (decision 0019);
 - `[]`: no tool at all (the request to the model carries none);
 - a list: exactly those names: workspace tool names (read_file, list_dir, search, write_file,
   edit_file, run_command) and MCP tools as `<server>__<tool>` (`<server>__*` for all of one
@@ -44,6 +45,11 @@ def build_toolbox(names: list[str] | None, working_dir: str,
     if names is not None and not names:
         return None
     limit = limit if limit is not None else OutputLimit(max_chars)
+    chosen: list[Tool] = []
+    if names is None:
+        for server in servers:
+            chosen += hub().tools(server, working_dir)
+        return Toolbox(chosen, limit=limit) if chosen else None
     key = (working_dir, run_id, hidden, limit.spill_dir)
     workspace = workspaces.get(key) if workspaces is not None else None
     if workspace is None or not os.path.isdir(working_dir):
@@ -54,12 +60,6 @@ def build_toolbox(names: list[str] | None, working_dir: str,
                               readable=(limit.spill_dir,) if limit.spill_dir else ())
         if workspaces is not None:
             workspaces[key] = workspace
-    chosen: list[Tool] = []
-    if names is None:
-        chosen += workspace.tools()
-        for server in servers:
-            chosen += hub().tools(server, working_dir)
-        return Toolbox(chosen, limit=limit)
     for name in dict.fromkeys(names):
         if name in WORKSPACE_TOOL_NAMES:
             chosen += workspace.tools((name,))
