@@ -679,10 +679,14 @@ class RunStoreConformance:
         writer.append_event(events[0])
         writer.commit()
         assert other.delete_runs(["r1"]) == 1
-        with pytest.raises(StoreError, match="run r1 is no longer in the run store"):
+
+        def go_on() -> None:
             for event in events[1:6]:
                 writer.append_event(event)
             writer.commit()
+
+        with pytest.raises(StoreError, match="run r1 is no longer in the run store"):
+            go_on()
         with pytest.raises(StoreError, match="no longer in the run store"):
             writer.create_run(_record("r2"))
         assert other.events("r1") == []

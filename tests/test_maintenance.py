@@ -120,7 +120,7 @@ def test_a_run_a_resume_took_after_prune_looked_is_kept(tmp_path: Path, store: S
         (tmp_path / "release").write_text("1")
         handle.close()
     assert racing.resume is not None
-    out, err = racing.resume.communicate(timeout=TIMEOUT)
+    _, err = racing.resume.communicate(timeout=TIMEOUT)
     assert racing.resume.returncode == 0, err
     assert (tmp_path / "effect.txt").read_text() == "done"
     assert (pruned.removed, pruned.kept_unfinished, pruned.runs) == (0, 1, [])
@@ -170,3 +170,54 @@ def test_prune_and_resume_at_once_never_lose_a_resumed_run(tmp_path: Path, store
             assert not (tmp_path / "effect.txt").exists()
         assert _orphans(store, tmp_path) == []
     assert os.listdir(tmp_path)  # the rounds ran in this folder
+
+
+# ---------------------------------------------------------------------- the store file
+
+# Eight steps; the third does to the store file what `action` says (run by a real script).
+EIGHT_WF = """
+workflow: {name: eight, entry_point: s1}
+agents:
+  - {name: s1, type: set, value: 1, routes: [{to: s2}]}
+  - {name: s2, type: set, value: 2, routes: [{to: s3}]}
+  - name: s3
+    type: script
+    command: python
+    args: ["-c", "%s", "%s"]
+    routes: [{to: s4}]
+  - {name: s4, type: set, value: 4, routes: [{to: s5}]}
+  - {name: s5, type: set, value: 5, routes: [{to: s6}]}
+  - {name: s6, type: set, value: 6, routes: [{to: s7}]}
+  - {name: s7, type: set, value: 7, routes: [{to: done}]}
+  - {name: done, type: terminate, status: success, reason: all eight}
+"""
+
+ACTIONS = {
+    "deleted": "import os, sys; [os.unlink(sys.argv[1] + s) for s in ('', '-wal', '-shm') "
+               "if os.path.exists(sys.argv[1] + s)]; print('{}')",
+    "replaced": "import os, sys; os.replace(sys.argv[1] + '.new', sys.argv[1]); print('{}')",
+    "truncated": "import os, sys; os.truncate(sys.argv[1] + '-wal', 0); print('{}')",
+}
+WORDS = {"deleted": "was deleted while this process used it",
+         "replaced": "was replaced by another file while this process used it",
+         "truncated": "had its write-ahead log truncated while this process used it"}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_a_run_whose_store_file_is_taken_away_stops_with_exit_3(tmp_path: Path,
+                                                                 action: str) -> None:
+    db = tmp_path / "home" / "podium.db"
+    earlier = _cli(tmp_path, "run", write(tmp_path, EIGHT_WF % ("print('{}')", db), "ok.yaml"),
+                   env={})
+    assert earlier.returncode == 0, earlier.stderr
+    other = b"another program's file, not a store\n"
+    (tmp_path / "home" / "podium.db.new").write_bytes(other)
+    wf = write(tmp_path, EIGHT_WF % (ACTIONS[action], db))
+    run = _cli(tmp_path, "run", wf, env={})
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr
+    assert f"the run store {db} {WORDS[action]}" in run.stderr
+    assert "run success" not in run.stderr
+    assert "[4] s4" not in run.stderr  # nothing ran on after the commit that found it
+    if action == "replaced":
+        assert db.read_bytes() == other  # the other file is left as it was

@@ -45,6 +45,7 @@ from podium.store.sqlcore import (
     _Write,
     gone,
 )
+from podium.store.watch import FileWatch
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
 
@@ -106,6 +107,7 @@ class SQLiteStore(SQLCore):
         it (killed, crashed), False never."""
         self.path = path
         self.where = str(path)  # the store as messages name it: its file
+        self._watch: FileWatch | None = None  # set once open: is the file still this one?
         self._init_core()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +137,7 @@ class SQLiteStore(SQLCore):
             # write lands on it (the whole-file check is `podium doctor`'s)
             self.db.execute("PRAGMA cell_size_check=ON")
             self._migrate()
+            self._watch = FileWatch.of(path)
         except BaseException as exc:
             self.db.close()
             if isinstance(exc, sqlite3.Error):
@@ -249,13 +252,22 @@ class SQLiteStore(SQLCore):
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
         if self._failed is not None:
             raise self._failed
+        fresh = not self.db.in_transaction
+        if fresh and self._watch is not None and (moved := self._watch.problem()):
+            # a write now would go into a file nobody can open again, or a broken log
+            self._failed = StoreError(f"the run store {self.path} {moved}: nothing more "
+                                      "is written to it")
+            raise self._failed
         try:
-            return self.db.execute(sql, params)
+            cur = self.db.execute(sql, params)
         except sqlite3.Error as exc:
             failed = self._write_failed(exc)
             if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
                 self._failed = failed  # the run stops here; nothing more is written
             raise failed from None
+        if not self.db.in_transaction and self._watch is not None:
+            self._watch.written()
+        return cur
 
     def _write_failed(self, exc: sqlite3.Error) -> StoreError:
         """A failed write: a damaged file is left alone; anything else (disk full, the file
