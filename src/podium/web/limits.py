@@ -49,9 +49,9 @@ def _descriptors() -> int:
 
 def default_max_connections(descriptors: int | None = None) -> int:
     """Connections held at once: below the descriptor limit once the accept queue and what
-    the console itself keeps open are counted (256 for the usual 1,024)."""
+    the console itself keeps open are counted (416 for the usual 1,024)."""
     limit = _descriptors() if descriptors is None else descriptors
-    return max(4, min(_MOST, (limit - BACKLOG - _RESERVED) // 2 + 1))
+    return max(4, min(_MOST, (limit - BACKLOG - _RESERVED) // 2))
 
 
 def limits() -> Limits:
