@@ -221,3 +221,9 @@ def test_a_run_whose_store_file_is_taken_away_stops_with_exit_3(tmp_path: Path,
     assert "[4] s4" not in run.stderr  # nothing ran on after the commit that found it
     if action == "replaced":
         assert db.read_bytes() == other  # the other file is left as it was
+    if action == "truncated":  # what the log held is lost, but the store is not malformed
+        from podium.store.sqlite import SQLiteStore
+
+        SQLiteStore(db, verify=True).close()
+        doctor = _cli(tmp_path, "doctor", env={})
+        assert "malformed" not in doctor.stdout + doctor.stderr
