@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _stat(path: Path) -> os.stat_result | None:
+def _stat(path: str) -> os.stat_result | None:
     try:
         return os.stat(path)
     except FileNotFoundError:
@@ -33,32 +33,34 @@ class FileWatch:
     ino: int
     wal_ino: int | None = None  # the log as first seen (None while there is none)
     wal_size: int = 0  # the log's size after this process's last write
+    _file: str = ""  # the two paths as strings: asked before every write
+    _wal: str = ""
 
     @classmethod
     def of(cls, path: Path) -> FileWatch | None:
         """The watch of a store file just opened (None when the path shows no file)."""
-        st = _stat(path)
+        st = _stat(str(path))
         if st is None:
             return None
-        watch = cls(path, st.st_dev, st.st_ino)
+        watch = cls(path, st.st_dev, st.st_ino, _file=str(path), _wal=f"{path}-wal")
         watch.written()
         return watch
 
     @property
     def wal(self) -> Path:
-        return self.path.with_name(self.path.name + "-wal")
+        return Path(self._wal)
 
     def problem(self) -> str | None:
         """What happened to the file since it was opened, in words that follow "the run store
         PATH"; None while it is the same file and its log has not gone backwards."""
-        st = _stat(self.path)
+        st = _stat(self._file)
         if st is None:
             return "was deleted while this process used it"
         if (st.st_dev, st.st_ino) != (self.dev, self.ino):
             return "was replaced by another file while this process used it"
-        wal = _stat(self.wal)
         if self.wal_ino is None:
             return None
+        wal = _stat(self._wal)
         if wal is None:
             return (f"lost its write-ahead log ({self.wal.name} was deleted) while this process "
                     "used it")
@@ -71,7 +73,7 @@ class FileWatch:
 
     def written(self) -> None:
         """Note the log as this process's last write left it."""
-        wal = _stat(self.wal)
+        wal = _stat(self._wal)
         if wal is None:
             return
         if self.wal_ino is None:
