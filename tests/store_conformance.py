@@ -642,6 +642,56 @@ class RunStoreConformance:
         store.release_lease("r", me)
         assert store.lease("r") is None
 
+    def test_a_removal_spares_a_run_a_live_owner_holds_and_a_lease_never_revives_one(
+            self, handles: Callable[[], RunStore]) -> None:
+        """Prune and resume are serialised by the run's lease: the removal decides again
+        inside its transaction (a resume that took the lease since prune's look keeps the
+        run), and a lease asked for after the removal finds no run."""
+        pruner, resumer = handles(), handles()
+        alive = {"owner": True}
+        owner = Owner(303, 3.0, "host", "resume")
+        pruner.create_run(_record("kept", status="error"))
+        pruner.create_run(_record("child", status="error", parent_run_id="kept"))
+        resumer.acquire_lease("kept", owner, lambda held: False)
+        assert pruner.delete_runs(["kept", "child"], unless_owned=lambda held: alive["owner"],
+                                  statuses=("error",)) == 0
+        assert {r.id for r in pruner.list_runs()} == {"kept", "child"}
+        resumer.update_run("kept", status="running")
+        alive["owner"] = False  # the owner died, but its run is no longer finished
+        assert pruner.delete_runs(["kept", "child"], unless_owned=lambda held: alive["owner"],
+                                  statuses=("error",)) == 0
+        resumer.update_run("kept", status="error")
+        assert pruner.delete_runs(["kept", "child"], unless_owned=lambda held: alive["owner"],
+                                  statuses=("error",)) == 2
+        assert pruner.list_runs() == []
+        assert pruner.lease("kept") is None
+        with pytest.raises(RunNotFound, match="no longer in the run store"):
+            resumer.acquire_lease("kept", owner, lambda held: False)
+        assert resumer.lease("kept") is None
+
+    def test_a_commit_for_a_removed_run_stops_the_run(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A run removed under its process (a hung owner's, or a store replaced) is never
+        written as orphan events: its next commit raises, and every later write too."""
+        writer, other = handles(), handles()
+        writer.create_run(_record("r1"))
+        events = _history("r1")
+        writer.append_event(events[0])
+        writer.commit()
+        assert other.delete_runs(["r1"]) == 1
+
+        def go_on() -> None:
+            for event in events[1:6]:
+                writer.append_event(event)
+            writer.commit()
+
+        with pytest.raises(StoreError, match="run r1 is no longer in the run store"):
+            go_on()
+        with pytest.raises(StoreError, match="no longer in the run store"):
+            writer.create_run(_record("r2"))
+        assert other.events("r1") == []
+        assert other.latest_checkpoint("r1") is None
+
     # ------------------------------------------------------------------ under the engine
 
     def _workflow(self, folder: Path, text: str) -> Path:

@@ -170,3 +170,61 @@ def test_path_registry_and_management(tmp_path: Path, remote: tuple[Path, Path])
     proc = _cli(tmp_path, "registry", "remove", "team")
     assert proc.returncode == 2
     assert "unknown registry 'team'" in proc.stderr
+
+
+REACHING = """workflow: {{name: hello, entry_point: a}}
+agents:
+  - {{name: a, type: {kind}, {what}, routes: [{{to: $end}}]}}
+output: {{v: "{{{{ a.output }}}}"}}
+"""
+
+
+def _commit_reaching(work: Path, kind: str, what: str, name: str) -> None:
+    """A commit whose workflow (at workflows/hello/hello.yaml) names `what`, and a note at
+    the tree's root that it may read."""
+    flow = work / "workflows" / "hello" / "hello.yaml"
+    flow.parent.mkdir(parents=True, exist_ok=True)
+    flow.write_text(REACHING.format(kind=kind, what=what), encoding="utf-8")
+    (work / "shared.md").write_text("a note inside the tree\n", encoding="utf-8")
+    (work / "index.yaml").write_text(INDEX, encoding="utf-8")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", name)
+    _git(work, "tag", name)
+    _git(work, "push", "-q", "origin", "main", "--tags")
+
+
+def test_a_registry_workflow_reads_and_runs_only_its_pinned_tree(
+        tmp_path: Path, remote: tuple[Path, Path]) -> None:
+    """`!file` and `workflow:` that leave the pinned commit's tree (by `..`, an absolute path)
+    are refused with the file and line, before anything runs; inside the tree they work."""
+    bare, work = remote
+    outside = tmp_path / "home" / "registry-cache" / "team" / "outside.txt"  # beside the tree
+    secret = tmp_path / "secret.txt"
+    other = tmp_path / "other.yaml"
+    other.write_text(FLOW.format(value="not pinned"), encoding="utf-8")
+    cases = {
+        "updots": ("set", "value: !file ../../../outside.txt", "'!file ../../../outside.txt'"),
+        "absolute": ("set", f"value: !file {secret}", f"'!file {secret}'"),
+        "subflow": ("workflow", f"workflow: {other}", f"sub-workflow '{other}'"),
+        "inside": ("set", "value: !file ../../shared.md", None),
+    }
+    for tag, (kind, what, _) in cases.items():
+        _commit_reaching(work, kind, what, tag)
+    assert _cli(tmp_path, "registry", "add", "team", f"file://{bare}").returncode == 0
+    assert _out(_cli(tmp_path, "run", "hello@team#inside")) is not None
+    outside.write_text("beside the tree\n", encoding="utf-8")
+    secret.write_text("outside everything\n", encoding="utf-8")
+    for tag, (_, _, named) in cases.items():
+        proc = _cli(tmp_path, "run", f"hello@team#{tag}", "--json")
+        if named is None:
+            assert proc.returncode == 0, proc.stderr
+            assert "a note inside the tree" in proc.stdout
+            continue
+        assert proc.returncode == 2, (tag, proc.stderr)
+        assert f"{named}" in proc.stderr, proc.stderr
+        assert "is outside the pinned tree of this registry workflow" in proc.stderr
+        assert "hello.yaml:3:" in proc.stderr, proc.stderr  # the file and line that names it
+        assert "beside the tree" not in proc.stdout + proc.stderr
+        assert "outside everything" not in proc.stdout + proc.stderr
+        assert "not pinned" not in proc.stdout
+        assert "Traceback" not in proc.stderr

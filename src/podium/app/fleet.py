@@ -172,16 +172,18 @@ class Pruned:
 def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
           now: float | None = None) -> Pruned:
     """Remove the finished runs (success, failed, error, limit) that ended more than
-    `older_than` seconds ago, with their sub-workflow runs, events, checkpoints, gates and
-    leases, in one transaction. Running, waiting and interrupted runs are never removed, nor
-    a run a live process advances."""
+    `older_than` seconds ago, each with its sub-workflow runs, events, checkpoints, gates and
+    leases in one transaction. Running, waiting and interrupted runs are never removed, nor
+    a run a live process advances: the store decides that again inside the removal's
+    transaction, which a resume's lease also takes, so a run a resume took after this look
+    is kept, and a resume after the removal finds no run."""
+    from podium.app.owners import owner_alive
     from podium.app.runs import family
 
     now = time.time() if now is None else now
     cutoff = now - older_than
     chosen: list[FleetRow] = []
-    ids: list[str] = []
-    kept = 0
+    removed = kept = 0
     for run in store.list_runs(limit=1_000_000):
         if run.parent_run_id:
             continue
@@ -193,9 +195,13 @@ def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
             kept += 1
             continue
         members = family(store, run.id)
+        gone = len(members) if dry_run else store.delete_runs(
+            members, unless_owned=owner_alive, statuses=FINISHED)
+        if not gone:  # a resume took it since the look above
+            kept += 1
+            continue
         chosen.append(_row(run, live, None, now))
-        ids += members
-    removed = len(ids) if dry_run else store.delete_runs(ids)
+        removed += gone
     return Pruned(chosen, removed, kept)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from podium.app.home import podium_home
 from podium.errors import PodiumError
+from podium.language.pinned import STAMP
 
 CONFIG_FILENAME = "registries.toml"
 TYPES = ("path", "git", "github")
@@ -352,7 +353,7 @@ def tree_hash(root: Path) -> str:
     digest = hashlib.sha256()
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()
-        if rel == ".podium-sha256":
+        if rel == STAMP:
             continue
         digest.update(rel.encode() + b"\0")
         digest.update(hashlib.sha256(file.read_bytes()).digest())
@@ -460,7 +461,7 @@ def _resolve_commit(reg: Registry, ref: str | None) -> tuple[str, str | None]:
 def _checkout(reg: Registry, commit: str) -> Path:
     """The commit's tree, unpacked once and verified by its sha256 on every reuse."""
     folder = cache_root() / reg.name / commit[:12]
-    stamp = folder / ".podium-sha256"
+    stamp = folder / STAMP
     if stamp.is_file():
         recorded = stamp.read_text(encoding="utf-8").strip()
         if tree_hash(folder) != recorded:
@@ -478,7 +479,7 @@ def _checkout(reg: Registry, commit: str) -> Path:
     try:
         with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        (tmp / ".podium-sha256").write_text(tree_hash(tmp) + "\n", encoding="utf-8")
+        (tmp / STAMP).write_text(tree_hash(tmp) + "\n", encoding="utf-8")
         if folder.exists():  # an interrupted unpack left no stamp: start again
             shutil.rmtree(folder)
         os.replace(tmp, folder)

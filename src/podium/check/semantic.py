@@ -282,6 +282,7 @@ class Checker(PathChecks):
 
     def check_subworkflows(self) -> None:
         from podium.check.validate import validate_file
+        from podium.language.pinned import escapes, outside_message
 
         items: list[tuple[KeyPath, WorkflowStep]] = [
             (("agents", i), s) for i, s in enumerate(self.wf.agents)
@@ -297,6 +298,11 @@ class Checker(PathChecks):
                 looked = display_path(here.parent / step.workflow)
                 self.err(path, f"sub-workflow file not found: '{step.workflow}'",
                          f"looked for {looked}, relative to the workflow's folder",
+                         code="subworkflow", at="value")
+                continue
+            tree = escapes(here, target)
+            if tree is not None:
+                self.err(path, outside_message(f"sub-workflow '{step.workflow}'", tree),
                          code="subworkflow", at="value")
                 continue
             if target in chain:

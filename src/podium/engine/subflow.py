@@ -43,12 +43,17 @@ class _Existing:
 def _load(parent: Engine, step: WorkflowStep, iteration: int) -> tuple[Path, WorkflowFile]:
     from podium.check.semantic import resolve_subworkflow
     from podium.check.validate import validate_file
+    from podium.language.pinned import escapes, outside_message
     from podium.language.source import FileUnreadable
 
     path = resolve_subworkflow(parent.path.parent, step.workflow)
     if path is None:
         raise StepError(f"sub-workflow file not found: '{step.workflow}' (relative to "
                         f"{parent.path.parent})", step=step.name, iteration=iteration)
+    tree = escapes(parent.path, path)
+    if tree is not None:
+        raise StepError(outside_message(f"sub-workflow '{step.workflow}'", tree),
+                        step=step.name, iteration=iteration)
     cache = parent.subworkflow_cache
     if path not in cache:
         try:

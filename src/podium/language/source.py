@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from podium.jsontext import int_digits_limit
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean
+from podium.language.pinned import escapes, outside_message
 from podium.language.sourcefile import (
     MAX_FILE_BYTES,
     FileUnreadable,
@@ -333,6 +334,10 @@ class _Composer:
             self.fail(event.start_mark, "'!file' needs a path", path, fatal=True)
         target = (self.path.parent / os.path.expanduser(raw)).resolve()
         shown = display_path(target)
+        tree = escapes(self.path, target)
+        if tree is not None:  # no pin and no hash covers it
+            self.fail(event.start_mark, outside_message(f"'!file {raw}' ({shown})", tree),
+                      path, fatal=True)
         if target in self.chain:
             cycle = self.chain[self.chain.index(target):]
             names = " → ".join(display_path(p) for p in (*cycle, target))

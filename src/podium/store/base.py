@@ -233,7 +233,8 @@ class RunStore(Protocol):
 
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
         """Take the run for `owner`, atomically; raise RunOwned when another owner that
-        `alive` says is alive holds it (a lease of a dead owner is taken over)."""
+        `alive` says is alive holds it (a lease of a dead owner is taken over), RunNotFound
+        when the run is not (or no longer) in the store."""
         ...
 
     def heartbeat(self, run_id: str, owner: Owner) -> bool:
@@ -246,9 +247,14 @@ class RunStore(Protocol):
 
     def leases(self) -> list[Lease]: ...
 
-    def delete_runs(self, run_ids: list[str]) -> int:
+    def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
+                    statuses: tuple[str, ...] = ()) -> int:
         """Remove these runs and everything kept with them in one transaction (all of them,
-        or none); how many runs were removed."""
+        or none); how many runs were removed. With `unless_owned`, `run_ids` is one run and
+        its sub-workflow runs, the run first: nothing is removed when, inside the
+        transaction, a lease on it that `unless_owned` says is alive is held (a resume has
+        it), or, with `statuses`, its status is not one of them; a lease taken after the
+        removal finds no run (RunNotFound)."""
         ...
 
     def commit(self) -> None: ...

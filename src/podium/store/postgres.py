@@ -27,9 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from podium.events.model import Checkpointed, Event
 from podium.store import pgconn
-from podium.store.base import GateRecord, Lease, Liveness, Owner, RunRecord, StoreError
+from podium.store.base import (
+    GateRecord,
+    Lease,
+    Liveness,
+    Owner,
+    RunNotFound,
+    RunRecord,
+    StoreError,
+)
 from podium.store.pg_schema import LEASE_LOCK, MIGRATION_LOCK, MIGRATIONS, SCHEMA_VERSION
-from podium.store.sqlcore import _RUN_COLUMNS, Dialect, SQLCore, _dumps, _owned, _Params
+from podium.store.sqlcore import _RUN_COLUMNS, Dialect, SQLCore, _dumps, _owned, _Params, gone
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,11 +168,16 @@ class PostgresStore(SQLCore):
 
     def _flush(self, run_ids: list[str]) -> None:
         """Write these runs' pending writes in one transaction (all of them, or none)."""
-        batches = [p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None]
-        writes = [w for p in batches for w in p.writes]
+        batches = {rid: p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None}
+        writes = [w for p in batches.values() for w in p.writes]
         if not writes:
             return
         with self._transaction() as con:
+            for rid in batches:  # a run removed under its owner stops, it never goes on
+                if con.execute(b"SELECT 1 FROM runs WHERE id = %s FOR UPDATE",
+                               (rid,)).fetchone() is None:  # the lock numbering takes
+                    self._failed = StoreError(gone(rid, self.where))
+                    raise self._failed
             given: dict[str, int] = {}  # run id -> last seq given in this transaction
             with con.pipeline():
                 for w in writes:
@@ -206,19 +219,39 @@ class PostgresStore(SQLCore):
             if owner is not None:
                 self._insert_lease(con, record.id, owner, now)
 
-    def delete_runs(self, run_ids: list[str]) -> int:
+    def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
+                    statuses: tuple[str, ...] = ()) -> int:
         """Remove these runs and everything kept with them in one transaction (all or none);
-        how many runs were removed."""
+        how many runs were removed. With `unless_owned`, under the advisory lock a resume's
+        lease takes on the run (store/base.py says what is checked)."""
         if not run_ids:
             return 0
         removed = 0
         with self._lock, self._transaction() as con:
+            if unless_owned is not None and not self._removable(con, run_ids[0], unless_owned,
+                                                                statuses):
+                return 0
             for table in ("events", "checkpoints", "gates", "leases", "live"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)".encode(), (run_ids,))
             removed = con.execute(b"DELETE FROM runs WHERE id = ANY(%s)", (run_ids,)).rowcount
             for rid in run_ids:
                 self._pending.pop(rid, None)
         return removed
+
+    @staticmethod
+    def _removable(con: psycopg.Connection[Any], run_id: str, alive: Liveness,
+                   statuses: tuple[str, ...]) -> bool:
+        """Inside the removal's transaction, holding the run's lease lock: no live owner
+        holds the run, and its status is still one of `statuses`."""
+        con.execute(b"SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LEASE_LOCK, run_id))
+        row = con.execute(b"SELECT status FROM runs WHERE id = %s FOR UPDATE",
+                          (run_id,)).fetchone()
+        if row is None or (statuses and row[0] not in statuses):
+            return False
+        cur = con.execute(b"SELECT * FROM leases WHERE run_id = %s", (run_id,))
+        cols = [d.name for d in cur.description or ()]
+        held = [Lease.from_row(dict(zip(cols, r, strict=True))) for r in cur.fetchall()]
+        return not (held and alive(held[0]))
 
     # ------------------------------------------------------------------ gates
 
@@ -261,6 +294,9 @@ class PostgresStore(SQLCore):
         now = time.time()
         with self._lock, self._transaction() as con:
             con.execute(b"SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LEASE_LOCK, run_id))
+            if con.execute(b"SELECT 1 FROM runs WHERE id = %s FOR KEY SHARE",
+                           (run_id,)).fetchone() is None:
+                raise RunNotFound(gone(run_id, self.where))
             cur = con.execute(b"SELECT * FROM leases WHERE run_id = %s", (run_id,))
             cols = [d.name for d in cur.description or ()]
             held = [Lease.from_row(dict(zip(cols, r, strict=True))) for r in cur.fetchall()]

@@ -95,6 +95,12 @@ def _defers(event: Event) -> bool:
     return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
+def gone(run_id: str, where: str) -> str:
+    """Why a run that was removed cannot go on (a lease or a commit found no run row)."""
+    return (f"run {run_id} is no longer in the run store {where} (removed by podium fleet "
+            "prune, or the store was replaced): it stops here, nothing more is written")
+
+
 def _owned(run_id: str, held: Lease) -> RunOwned:
     """The refusal of a run that another live process holds."""
     other = held.owner

@@ -25,9 +25,27 @@ from typing import Any
 
 from podium.events.model import Checkpointed, Event
 from podium.store import files
-from podium.store.base import GateRecord, Lease, Liveness, Owner, RunRecord, StoreError
+from podium.store.base import (
+    GateRecord,
+    Lease,
+    Liveness,
+    Owner,
+    RunNotFound,
+    RunRecord,
+    StoreError,
+)
 from podium.store.schema import MIGRATIONS, SCHEMA_VERSION
-from podium.store.sqlcore import _RUN_COLUMNS, Dialect, SQLCore, _dumps, _owned, _Params, _Write
+from podium.store.sqlcore import (
+    _RUN_COLUMNS,
+    Dialect,
+    SQLCore,
+    _dumps,
+    _owned,
+    _Params,
+    _Write,
+    gone,
+)
+from podium.store.watch import FileWatch
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
 
@@ -89,6 +107,7 @@ class SQLiteStore(SQLCore):
         it (killed, crashed), False never."""
         self.path = path
         self.where = str(path)  # the store as messages name it: its file
+        self._watch: FileWatch | None = None  # set once open: is the file still this one?
         self._init_core()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +137,7 @@ class SQLiteStore(SQLCore):
             # write lands on it (the whole-file check is `podium doctor`'s)
             self.db.execute("PRAGMA cell_size_check=ON")
             self._migrate()
+            self._watch = FileWatch.of(path)
         except BaseException as exc:
             self.db.close()
             if isinstance(exc, sqlite3.Error):
@@ -186,12 +206,16 @@ class SQLiteStore(SQLCore):
 
     def _flush(self, run_ids: list[str]) -> None:
         """Write these runs' pending writes in one transaction (all of them, or none)."""
-        batches = [p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None]
-        writes = _merged([w for p in batches for w in p.writes])
+        batches = {rid: p for rid in run_ids if (p := self._pending.pop(rid, None)) is not None}
+        writes = _merged([w for p in batches.values() for w in p.writes])
         if not writes:
             return
         self._write("BEGIN IMMEDIATE", ())
         try:
+            for rid in batches:  # a run removed under its owner stops, it never goes on
+                if self._write("SELECT 1 FROM runs WHERE id = ?", (rid,)).fetchone() is None:
+                    self._failed = StoreError(gone(rid, self.where))
+                    raise self._failed
             given: dict[str, int] = {}  # run id -> last seq given in this transaction
             for w in writes:
                 if isinstance(w, tuple):
@@ -228,13 +252,22 @@ class SQLiteStore(SQLCore):
     def _write(self, sql: str, params: tuple[Any, ...] | list[Any]) -> sqlite3.Cursor:
         if self._failed is not None:
             raise self._failed
+        fresh = not self.db.in_transaction
+        if fresh and self._watch is not None and (moved := self._watch.problem()):
+            # a write now would go into a file nobody can open again, or a broken log
+            self._failed = StoreError(f"the run store {self.path} {moved}: nothing more "
+                                      "is written to it")
+            raise self._failed
         try:
-            return self.db.execute(sql, params)
+            cur = self.db.execute(sql, params)
         except sqlite3.Error as exc:
             failed = self._write_failed(exc)
             if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
                 self._failed = failed  # the run stops here; nothing more is written
             raise failed from None
+        if not self.db.in_transaction and self._watch is not None:
+            self._watch.written()
+        return cur
 
     def _write_failed(self, exc: sqlite3.Error) -> StoreError:
         """A failed write: a damaged file is left alone; anything else (disk full, the file
@@ -330,16 +363,23 @@ class SQLiteStore(SQLCore):
                 raise
             return ids
 
-    def delete_runs(self, run_ids: list[str]) -> int:
+    def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
+                    statuses: tuple[str, ...] = ()) -> int:
         """Remove these runs and everything kept with them (events, checkpoints, gates,
         leases, live rows) in one transaction: all of them, or none. Returns how many runs were
-        removed. The caller decides which runs may go (`podium fleet prune`)."""
+        removed. The caller decides which runs may go (`podium fleet prune`); with
+        `unless_owned` the decision is made again under the write lock that a resume's
+        lease also takes (store/base.py says how)."""
         if not run_ids:
             return 0
         removed = 0
         with self._lock:
             self._write("BEGIN IMMEDIATE", ())
             try:
+                if unless_owned is not None and not self._removable(run_ids[0], unless_owned,
+                                                                    statuses):
+                    self._rollback()
+                    return 0
                 for rid in run_ids:
                     for table in ("events", "checkpoints", "gates", "leases", "live"):
                         self._write(f"DELETE FROM {table} WHERE run_id = ?", (rid,))
@@ -351,6 +391,15 @@ class SQLiteStore(SQLCore):
                 raise
         return removed
 
+    def _removable(self, run_id: str, alive: Liveness, statuses: tuple[str, ...]) -> bool:
+        """Inside the removal's transaction: no live owner holds the run, and its status is
+        still one of `statuses`."""
+        row = self._write("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None or (statuses and row[0] not in statuses):
+            return False
+        held = self._lease_rows("WHERE run_id = ?", (run_id,))
+        return not (held and alive(held[0]))
+
     # ------------------------------------------------------------------ leases
 
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
@@ -360,6 +409,9 @@ class SQLiteStore(SQLCore):
         with self._lock:
             self._write("BEGIN IMMEDIATE", ())
             try:
+                if self._write("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                    self._rollback()
+                    raise RunNotFound(gone(run_id, self.where))
                 held = self._lease_rows("WHERE run_id = ?", (run_id,))
                 if held and held[0].owner != owner and alive(held[0]):
                     self._rollback()

@@ -19,7 +19,6 @@ POST /api/runs/{id}/resume              {}: resume an interrupted run in a detac
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -32,7 +31,7 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from podium import __version__
+from podium import __version__, jsontext
 from podium.store.base import RunStore
 from podium.web.actions import ActionError, Actions
 from podium.web.layout import graph_of_events, graph_of_workflow, layout
@@ -240,10 +239,12 @@ async def _body(request: Request) -> dict[str, Any]:
             raise ActionError(413, f"the request body is too large (at most {MAX_BODY} bytes)")
         chunks.append(chunk)
     raw = b"".join(chunks)
-    try:
-        data = json.loads(raw or b"{}")
-    except ValueError:
-        raise ActionError(400, "the body is not valid JSON") from None
+    try:  # bounded nesting: a deeply nested body is refused, never a RecursionError (500)
+        data = jsontext.loads(raw.decode("utf-8") or "{}")
+    except jsontext.JsonLimitError as exc:
+        raise ActionError(400, f"the body {exc}") from None
+    except ValueError:  # not UTF-8, or not JSON
+        raise ActionError(400, f"the body is not valid JSON (it starts {raw[:40]!r})") from None
     if not isinstance(data, dict):
         raise ActionError(400, "the body must be a JSON object")
     return data

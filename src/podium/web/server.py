@@ -25,6 +25,7 @@ import uvicorn
 from podium import exitcodes
 from podium.web.api import Console
 from podium.web.app import create_app
+from podium.web.limits import BACKLOG, KEEP_ALIVE, limits, protocol
 from podium.web.queries import Reader, store_source
 from podium.web.security import GuardConfig, is_loopback, is_wildcard, load_or_create_token
 from podium.web.sse import ChangeFeed
@@ -89,9 +90,13 @@ class ConsoleServer:
         feed = ChangeFeed(path)
         self.console = Console(self.home, store, reader, feed, remote=remote)
         guard = GuardConfig(self.token, self.host, self.port, remote=remote)
+        bounds = limits()
         config = uvicorn.Config(create_app(self.console, guard), log_level="warning",
                                 access_log=False, lifespan="on", timeout_graceful_shutdown=1,
-                                server_header=False, ws="none", http="h11", loop="asyncio")
+                                server_header=False, ws="none", http=protocol(bounds),
+                                loop="asyncio", backlog=BACKLOG, timeout_keep_alive=KEEP_ALIVE,
+                                # past this many at once, a request is answered 503
+                                limit_concurrency=bounds.max_connections + 1)
         self._server = _Server(config)
         self._server.feed = feed
 
@@ -163,7 +168,7 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(BACKLOG)  # a short queue: see web/limits.py
     except OSError:
         sock.close()
         raise
