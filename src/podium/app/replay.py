@@ -46,12 +46,12 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     """Re-execute a recorded run offline and compare it with its recording (against
     `workflow_path` instead of the recorded workflow file, when given; `sink` also receives
     the replay's events)."""
+    from podium.app.launch import build_providers
     from podium.app.workflows import load_valid
     from podium.engine.run import Engine
     from podium.events.sinks.console import ConsoleSink
     from podium.events.sinks.jsonl import MemorySink
     from podium.gates.base import ChainAnswerer
-    from podium.providers.base import ProviderRegistry
     from podium.replay.attach import ReplayControl, attach_replay
     from podium.steps.base import RunOptions
 
@@ -74,7 +74,7 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     except MissingSecret as exc:
         return {**base, "why": f"the run was given secret inputs: set {exc} in the "
                 "environment to replay it", "error_code": exitcodes.INVALID}
-    engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(),
+    engine = Engine(wf, path, inputs=inputs, providers=build_providers(wf),
                     answerer=ChainAnswerer([]), options=RunOptions(
                         skip_gates=False,
                         workspace_instructions=recording.instructions.get("workspace"),

@@ -89,8 +89,10 @@ def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
 
     run_id = new_run_id()
     engine = make_engine(req.workflow, req.path, req.inputs, opts, store, run_id=run_id)
+    # a missing key stops the run before anything is recorded (checked before `prepare`,
+    # which may put a fork's replay in front of the live providers)
+    check_providers(engine)
     extra = prepare(engine) if prepare is not None else {}
-    check_providers(engine)  # a missing key stops the run before anything is recorded
     ownership = Ownership(store, run_id, req.command)
     store.create_run(RunRecord(
         run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),

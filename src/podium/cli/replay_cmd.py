@@ -95,11 +95,12 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
                 else coerce_cli_value(text)
         if responses is None and (parent.options or {}).get("responses"):
             responses = Path(parent.options["responses"])  # the parent's scripted answers
-        opts = LaunchOptions(skip_gates, responses, verbosity, None, None, json_out,
+        provider = (parent.options or {}).get("provider")  # the parent's --provider, as resume
+        opts = LaunchOptions(skip_gates, responses, verbosity, provider, None, json_out,
                              observers=[ConsoleSink(sys.stderr, verbosity)])
         start = StartRequest(wf, path, inputs, forked_from=parent.id, command="fork",
                              options={"responses": str(responses.resolve()) if responses
-                                      else None, "skip_gates": skip_gates,
+                                      else None, "skip_gates": skip_gates, "provider": provider,
                                       "forked_at": f"{step}:{n}"})
 
         def prepare(engine: Any) -> dict[str, Any]:
