@@ -204,11 +204,13 @@ def events_command(run_id: str, after: int) -> int:
     from podium.app.home import open_store
 
     def body() -> int:
+        from podium.app.history import event_json, history
+
         store = open_store(verify=False)
         try:
-            run = store.find_run(run_id)
-            for e in store.events(run.id, after):
-                sys.stdout.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for e in history(store, run_id, after):
+                sys.stdout.write(json.dumps(event_json(e), ensure_ascii=False,
+                                            separators=(",", ":")) + "\n")
         finally:
             store.close()
         return exitcodes.OK

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podium.events.model import Event
 from podium.store import files
-from podium.store.base import GateRecord, Lease, RunNotFound, RunRecord
+from podium.store.base import GateRecord, Lease, RunNotFound, RunRecord, StoreError
 from podium.store.pgconn import PgReader
+from podium.store.sqlcore import typed_event
 
 _RUN_COLUMNS = ("id, workflow_name, workflow_path, workflow_hash, inputs, status, current_step, "
                 "created_at, updated_at, finished_at, iterations, input_tokens, output_tokens, "
@@ -207,6 +209,13 @@ class Catalog:
                                   "ORDER BY seq LIMIT ?", (run_id, after, limit))
             rows = cur.fetchall()
         return [(int(s), str(b)) for s, b in rows]
+
+    def history(self, run_id: str, after: int = 0) -> list[Event]:
+        """The run's committed events after `after`, typed (StoreError naming the event
+        when one cannot be read back)."""
+        return [typed_event(body, run_id, seq, lambda what: StoreError(
+            f"the run store {self.source} {what}")) for seq, body in
+            self.event_texts(run_id, after)]
 
     def live(self, run_id: str) -> dict[str, dict[str, Any]]:
         """What the run's running steps streamed so far, by `step#iteration`."""
