@@ -7,11 +7,15 @@ family and open gates, what its running steps stream. Read through the store's c
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from podium.app.owners import Liveness, liveness
-from podium.store.base import GateRecord, RunRecord
-from podium.store.catalog import Catalog, RunQuery
+from podium.store.base import GateRecord, RunRecord, RunStore
+from podium.store.catalog import Catalog, RunQuery, StoreVersion
+
+__all__ = ["Catalog", "StoreVersion", "detail", "open_catalog", "runs_page", "source_of",
+           "streaming"]
 
 # Filters of the runs page: name -> the stored statuses it covers.
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
@@ -24,6 +28,18 @@ STATUS_FILTERS: dict[str, tuple[str, ...]] = {
 }
 
 ATTENTION_SHOWN = 50  # the runs page lists at most this many runs that need a person
+
+
+def source_of(store: RunStore) -> Path | str:
+    """What a Catalog or a StoreVersion opens for this store: its file, or its server's URL."""
+    from podium.store.postgres import PostgresStore
+
+    return store.url if isinstance(store, PostgresStore) else Path(store.where)
+
+
+def open_catalog(source: Path | str) -> Catalog:
+    """The store's read-only catalog, on a connection of its own."""
+    return Catalog(source)
 
 
 def state_of(lv: Liveness, gates: list[GateRecord]) -> str:

@@ -40,6 +40,20 @@ class LaunchOptions:
     cli_instructions: str | None = None
 
 
+def new_run_id() -> str:
+    """A fresh run id (the engine's)."""
+    from podium.engine.run import new_run_id as make
+
+    return make()
+
+
+def file_hash(path: Path) -> str:
+    """The digest a run keeps of its workflow file (resume compares it)."""
+    from podium.engine.run import file_hash as digest
+
+    return digest(path)
+
+
 def build_providers(wf: WorkflowFile, *, provider: str | None = None,
                     responses: ResponsesFile | None = None) -> ProviderRegistry:
     """The one wiring of a run's model providers, for run, resume, fork, replay and the

@@ -12,6 +12,7 @@ from podium.errors import UsageError, WorkflowFileError
 from podium.replay.recording import Recording, TrajectoryStep
 
 if TYPE_CHECKING:
+    from podium.engine.run import Engine
     from podium.events.bus import Sink
     from podium.store.base import RunStore
 
@@ -39,6 +40,14 @@ def recording_of(store: RunStore, ref: str) -> Recording:
             raise UsageError(f"{ref}: not a podium event log: {exc}") from None
     run = store.find_run(ref)
     return load_recording(store, run.id)
+
+
+def replay_until(engine: Engine, recording: Recording, live_from: tuple[str, int]) -> None:
+    """Make `engine` (a fork's) replay `recording` up to execution `live_from` of a step and
+    go on live from there with the providers build_providers gave it."""
+    from podium.replay.attach import ReplayControl, attach_replay
+
+    attach_replay(engine, recording, ReplayControl(live_from=live_from))
 
 
 def replay_recording(recording: Recording, verbosity: int = 0, *,

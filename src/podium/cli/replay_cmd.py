@@ -61,11 +61,11 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
     from podium.app.home import open_store
     from podium.app.inputs import coerce_cli_value
     from podium.app.launch import LaunchOptions
+    from podium.app.replay import replay_until
     from podium.app.runs import Reported, StartRequest, start_run, with_secrets
     from podium.app.workflows import load_valid
     from podium.cli.run_cmd import report
     from podium.events.sinks.console import ConsoleSink
-    from podium.replay.attach import ReplayControl, attach_replay
 
     try:
         store = open_store()
@@ -104,7 +104,7 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
                                       "forked_at": f"{step}:{n}"})
 
         def prepare(engine: Any) -> dict[str, Any]:
-            attach_replay(engine, recording, ReplayControl(live_from=(step, n)))
+            replay_until(engine, recording, (step, n))
             sys.stderr.write(f"podium: forking run {parent.id} at '{step}' (execution {n}): "
                              f"replaying the recording up to it, live from there\n")
             return {}

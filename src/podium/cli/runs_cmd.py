@@ -104,8 +104,8 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
 
 
 def show_command(run_id: str, fmt: str) -> int:
+    from podium.app.history import folded
     from podium.app.home import open_store
-    from podium.engine.history import fold_events
 
     def body() -> int:
         from podium.app.owners import liveness
@@ -119,7 +119,7 @@ def show_command(run_id: str, fmt: str) -> int:
             live = liveness(store, run)
         finally:
             store.close()
-        state = fold_events(events)
+        state = folded(events)
         per_step: dict[str, dict[str, Any]] = {}
         for e in events:
             # A group's own event sums its members': count the members, by agent.

@@ -233,3 +233,34 @@ class Catalog:
             if isinstance(body, dict):
                 out[str(r["key"])] = body
         return out
+
+
+class StoreVersion:
+    """A value that changes whenever another connection commits to the store: SQLite's
+    `PRAGMA data_version` (a counter in shared memory: no table is read), or PostgreSQL's
+    current snapshot (it changes whenever a writing transaction starts or ends). None when
+    it cannot be read now."""
+
+    def __init__(self, source: Path | str) -> None:
+        self.source = source
+        self._db: sqlite3.Connection | PgReader = (
+            PgReader(source) if isinstance(source, str) else
+            files.connect(source, query_only=True))
+
+    @property
+    def blocking(self) -> bool:
+        """Does a read wait on a server (to be read off the event loop)?"""
+        return isinstance(self.source, str)
+
+    def read(self) -> object:
+        try:
+            if isinstance(self._db, PgReader):
+                row = self._db.execute("SELECT pg_current_snapshot()::text").fetchone()
+            else:
+                row = self._db.execute("PRAGMA data_version").fetchone()
+        except (sqlite3.Error, StoreError):
+            return None
+        return row[0] if row else None
+
+    def close(self) -> None:
+        self._db.close()

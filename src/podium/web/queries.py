@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from podium.app import catalog as views
-from podium.store.base import RunStore
-from podium.store.catalog import Catalog
+from podium.app.catalog import source_of as store_source
 from podium.web.markdown import render as render_markdown
 from podium.web.markdown import with_prompt_html
 
 STATUS_FILTERS = views.STATUS_FILTERS
+__all__ = ["STATUS_FILTERS", "Reader", "store_source"]
 
 
 class Reader:
@@ -23,7 +23,7 @@ class Reader:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        self.catalog = Catalog(path)
+        self.catalog = views.open_catalog(path)
 
     def close(self) -> None:
         self.catalog.close()
@@ -84,9 +84,3 @@ class Reader:
 def _with_html(gate: dict[str, Any]) -> dict[str, Any]:
     return {**gate, "prompt_html": render_markdown(str(gate.get("prompt") or ""))}
 
-
-def store_source(store: RunStore) -> Path | str:
-    """What a Reader or a ChangeFeed opens for this store: its file, or its server's URL."""
-    from podium.store.postgres import PostgresStore
-
-    return store.url if isinstance(store, PostgresStore) else Path(store.where)
