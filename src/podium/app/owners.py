@@ -99,7 +99,7 @@ class RunReads(Protocol):
     def lease(self, run_id: str) -> Lease | None: ...
 
 
-def on_temporal(run: RunRecord) -> bool:
+def runs_on_temporal(run: RunRecord) -> bool:
     """Does a Temporal workflow advance this (top-level) run? Its row records the executor."""
     return (run.options or {}).get("executor") == "temporal"
 
@@ -114,7 +114,7 @@ def liveness(store: RunReads, run: RunRecord) -> Liveness:
         root = store.get_run(root.parent_run_id)
         seen.add(root.id)
     lease = store.lease(root.id)
-    if on_temporal(root):
+    if runs_on_temporal(root):
         # no local owner: its Temporal workflow advances it (its workers hold no lease)
         return Liveness(run.status, lease, root.status in ("running", "waiting"))
     live = lease is not None and owner_alive(lease)
