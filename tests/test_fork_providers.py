@@ -75,3 +75,22 @@ workflow:
     assert fork.returncode == 0, fork.stderr
     assert json.loads(fork.stdout)["output"] == {"text": "polished twice"}
     assert [r.headers["authorization"] for r in requests] == ["Bearer sk-team"] * 3
+
+
+def test_fork_keeps_the_parents_provider_flag(tmp_path: Path) -> None:
+    """The parent ran with `--provider openai` over a workflow whose default is claude (no
+    Anthropic key here): the fork goes on with openai, as `resume` of the parent would."""
+    wf = write(tmp_path, "workflow: {name: f, entry_point: draft, runtime: {provider: claude}}\n"
+               + _AGENTS)
+    home = tmp_path / "home"
+    with FakeOpenAI() as oa:
+        env = {"OPENAI_BASE_URL": oa.url + "/v1", "OPENAI_API_KEY": "sk-env-key"}
+        oa.script(answer("first draft"), answer("polished once"), answer("polished twice"))
+        ran = _cli(home, env, "run", wf, "--json", "--provider", "openai")
+        assert ran.returncode == 0, ran.stderr
+        fork = _cli(home, env, "fork", json.loads(ran.stdout)["run_id"], "--from", "polish",
+                    "--json")
+        served = len(oa.chat_requests())
+    assert fork.returncode == 0, fork.stderr
+    assert json.loads(fork.stdout)["output"] == {"text": "polished twice"}
+    assert served == 3
