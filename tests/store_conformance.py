@@ -243,6 +243,17 @@ class RunStoreConformance:
         assert [e["seq"] for e in reader.events("r1", after_seq=8)] == [9, 10, 11]
         assert [e["seq"] for e in reader.events("r2")] == [1]
 
+    def test_history_reads_the_events_back_typed(self, handles: Callable[[], RunStore]) -> None:
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history:
+            writer.append_event(event)
+        assert reader.history("r1") == history  # each its own class of the union, equal
+        assert [type(e) for e in reader.history("r1", after_seq=9)] == [Checkpointed,
+                                                                         RunFinished]
+        assert reader.history("nothing") == []
+
     def test_the_run_row_summarises_its_events(self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from podium.app.owners import runs_on_temporal
+
 if TYPE_CHECKING:
     from podium.app.doctor import Finding
     from podium.store.base import RunRecord, RunStore
@@ -20,7 +22,7 @@ def check_temporal_runs(store: RunStore) -> list[Finding]:
     that does not answer; an ok line when every such run's workflow runs; nothing at all when
     no run in progress is on Temporal."""
     runs = [r for r in store.list_runs(status=("running", "waiting"), limit=_EVERY)
-            if not r.parent_run_id and (r.options or {}).get("executor") == "temporal"]
+            if not r.parent_run_id and runs_on_temporal(r)]
     if not runs:
         return []
     from podium.app.doctor import Finding

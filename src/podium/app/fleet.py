@@ -18,6 +18,7 @@ from podium.app.runs import Refused, root_of
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
+    from podium.events.model import Event
     from podium.store.base import RunStore
 
 # What people filter on -> the statuses (as read, with liveness) it covers.
@@ -120,7 +121,7 @@ class FleetDetail:
     row: FleetRow
     run: RunRecord
     path: list[PathStep]
-    events: list[dict[str, Any]]
+    events: list[Event]  # its latest events, typed
     gates: list[GateRecord]
     children: list[str] = field(default_factory=list)
     # what its running steps streamed so far, by `step#iteration` (the store's live rows)
@@ -136,7 +137,9 @@ def detail(store: RunStore, run_id: str, *, last_events: int = 200,
     run = store.find_run(run_id)
     now = time.time() if now is None else now
     events = store.events(run.id)
-    state = fold_events(events)
+    state = fold_events(events)  # the path it took (resume's fold reads the same dicts)
+    last = int(events[-1]["seq"]) if events else 0
+    latest = store.history(run.id, max(0, last - last_events)) if last_events > 0 else []
     gates = [g for rid in family(store, run.id) for g in store.gates(run_id=rid, status="open")]
     path = [PathStep(r.step, r.step_type, r.iteration, r.route_to, r.output, r.elapsed)
             for r in state.records]
@@ -144,7 +147,7 @@ def detail(store: RunStore, run_id: str, *, last_events: int = 200,
     live = liveness(store, run)
     streaming = store.live(run.id) if live.status == "running" else {}
     return FleetDetail(_row(run, live, gates[-1].step if gates else None, now),
-                       run, path, events[-last_events:], gates, children, streaming)
+                       run, path, latest, gates, children, streaming)
 
 
 # ----------------------------------------------------------------------------- prune

@@ -16,6 +16,8 @@ from podium.language.model import WorkflowFile
 if TYPE_CHECKING:
     from podium.engine.run import Engine, RunResult
     from podium.events.bus import Sink
+    from podium.providers.base import ProviderRegistry
+    from podium.providers.scripted import ResponsesFile
     from podium.steps.state import RunState
     from podium.store.base import RunStore
     from podium.telemetry import TelemetrySettings
@@ -38,6 +40,48 @@ class LaunchOptions:
     cli_instructions: str | None = None
 
 
+def new_run_id() -> str:
+    """A fresh run id (the engine's)."""
+    from podium.engine.run import new_run_id as make
+
+    return make()
+
+
+def file_hash(path: Path) -> str:
+    """The digest a run keeps of its workflow file (resume compares it)."""
+    from podium.engine.run import file_hash as digest
+
+    return digest(path)
+
+
+def build_providers(wf: WorkflowFile, *, provider: str | None = None,
+                    responses: ResponsesFile | None = None) -> ProviderRegistry:
+    """The one wiring of a run's model providers, for run, resume, fork, replay and the
+    Temporal workers (which rebuild their engines through make_engine): `--provider` checked
+    against the catalog, scripted agents (`--responses` with agents) in place of every
+    provider, and each provider configured from the workflow's provider object and the
+    environment (providers/settings.py) however it is asked for, a fork's replay included."""
+    import functools
+
+    from podium.providers.base import ProviderRegistry
+    from podium.providers.settings import resolve_settings
+
+    if provider is not None:
+        from podium.errors import UsageError
+        from podium.providers.catalog import describe_known, info
+
+        if info(provider) is None:
+            raise UsageError(f"--provider {provider}: unknown provider; podium has: "
+                             f"{describe_known()}")
+    override = None
+    if responses is not None and "agents" in responses.model_fields_set:
+        from podium.providers.scripted import ScriptedProvider
+
+        override = ScriptedProvider(responses)  # a file of only gates scripts only gates
+    return ProviderRegistry(override, settings=functools.partial(
+        resolve_settings, runtime=wf.workflow.runtime))
+
+
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
                 store: RunStore, *, run_id: str | None = None, state: RunState | None = None,
                 start_seq: int = 0) -> Engine:
@@ -45,30 +89,21 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
     from podium.gates.store import StoreAnswerer
     from podium.gates.terminal import TerminalAnswerer
-    from podium.providers.base import ProviderRegistry
     from podium.steps.base import RunOptions
     from podium.store.base import GateRecord
 
-    if opts.provider is not None:
-        from podium.errors import UsageError
-        from podium.providers.catalog import describe_known, info
-
-        if info(opts.provider) is None:
-            raise UsageError(f"--provider {opts.provider}: unknown provider; podium has: "
-                             f"{describe_known()}")
     answerers: list[GateAnswerer] = []
-    override = None
     scripted: GateAnswerer | None = None
+    responses = None
     if opts.responses is not None:
-        from podium.providers.scripted import ScriptedProvider, load_responses
+        from podium.providers.scripted import load_responses
 
         responses = load_responses(opts.responses)
-        if "agents" in responses.model_fields_set:  # a file of only gates scripts only gates
-            override = ScriptedProvider(responses)
         scripted = ScriptedAnswerer(responses.gate_answers())
     interactive = (sys.stdin.isatty() if opts.interactive is None else opts.interactive) \
         and not opts.skip_gates
-    engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(override),
+    engine = Engine(wf, path, inputs=inputs,
+                    providers=build_providers(wf, provider=opts.provider, responses=responses),
                     answerer=ChainAnswerer(answerers),
                     options=RunOptions(skip_gates=opts.skip_gates, interactive=interactive,
                                        provider_override=opts.provider, record=opts.record,

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from podium.store.base import Lease, Owner, RunRecord, RunStore
 
@@ -90,16 +91,30 @@ class Liveness:
         return self.status == "interrupted"
 
 
-def liveness(store: RunStore, run: RunRecord) -> Liveness:
+class RunReads(Protocol):
+    """What liveness reads: a RunStore, or the console's read-only catalog (store/catalog.py)."""
+
+    def get_run(self, run_id: str) -> RunRecord: ...
+
+    def lease(self, run_id: str) -> Lease | None: ...
+
+
+def runs_on_temporal(run: RunRecord) -> bool:
+    """Does a Temporal workflow advance this (top-level) run? Its row records the executor."""
+    return (run.options or {}).get("executor") == "temporal"
+
+
+def liveness(store: RunReads, run: RunRecord) -> Liveness:
     """The run as it is: a `running` run without a live owner is `interrupted` (resumable).
-    A sub-workflow run lives and dies with its top-level run."""
+    A sub-workflow run lives and dies with its top-level run. Every surface (CLI, console,
+    fleet TUI, MCP) reads a run's status through this."""
     root = run
     seen = {run.id}
     while root.parent_run_id and root.parent_run_id not in seen:
         root = store.get_run(root.parent_run_id)
         seen.add(root.id)
     lease = store.lease(root.id)
-    if (root.options or {}).get("executor") == "temporal":
+    if runs_on_temporal(root):
         # no local owner: its Temporal workflow advances it (its workers hold no lease)
         return Liveness(run.status, lease, root.status in ("running", "waiting"))
     live = lease is not None and owner_alive(lease)

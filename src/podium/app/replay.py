@@ -12,6 +12,7 @@ from podium.errors import UsageError, WorkflowFileError
 from podium.replay.recording import Recording, TrajectoryStep
 
 if TYPE_CHECKING:
+    from podium.engine.run import Engine
     from podium.events.bus import Sink
     from podium.store.base import RunStore
 
@@ -41,17 +42,25 @@ def recording_of(store: RunStore, ref: str) -> Recording:
     return load_recording(store, run.id)
 
 
+def replay_until(engine: Engine, recording: Recording, live_from: tuple[str, int]) -> None:
+    """Make `engine` (a fork's) replay `recording` up to execution `live_from` of a step and
+    go on live from there with the providers build_providers gave it."""
+    from podium.replay.attach import ReplayControl, attach_replay
+
+    attach_replay(engine, recording, ReplayControl(live_from=live_from))
+
+
 def replay_recording(recording: Recording, verbosity: int = 0, *,
                      workflow_path: Path | None = None, sink: Sink | None = None) -> dict[str, Any]:
     """Re-execute a recorded run offline and compare it with its recording (against
     `workflow_path` instead of the recorded workflow file, when given; `sink` also receives
     the replay's events)."""
+    from podium.app.launch import build_providers
     from podium.app.workflows import load_valid
     from podium.engine.run import Engine
     from podium.events.sinks.console import ConsoleSink
     from podium.events.sinks.jsonl import MemorySink
     from podium.gates.base import ChainAnswerer
-    from podium.providers.base import ProviderRegistry
     from podium.replay.attach import ReplayControl, attach_replay
     from podium.steps.base import RunOptions
 
@@ -74,7 +83,7 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     except MissingSecret as exc:
         return {**base, "why": f"the run was given secret inputs: set {exc} in the "
                 "environment to replay it", "error_code": exitcodes.INVALID}
-    engine = Engine(wf, path, inputs=inputs, providers=ProviderRegistry(),
+    engine = Engine(wf, path, inputs=inputs, providers=build_providers(wf),
                     answerer=ChainAnswerer([]), options=RunOptions(
                         skip_gates=False,
                         workspace_instructions=recording.instructions.get("workspace"),

@@ -25,6 +25,7 @@ from podium.app.owners import (
     kept,
     liveness,
     owning,
+    runs_on_temporal,
     this_host,
 )
 from podium.app.preflight import check_providers
@@ -89,8 +90,10 @@ def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
 
     run_id = new_run_id()
     engine = make_engine(req.workflow, req.path, req.inputs, opts, store, run_id=run_id)
+    # a missing key stops the run before anything is recorded (checked before `prepare`,
+    # which may put a fork's replay in front of the live providers)
+    check_providers(engine)
     extra = prepare(engine) if prepare is not None else {}
-    check_providers(engine)  # a missing key stops the run before anything is recorded
     ownership = Ownership(store, run_id, req.command)
     store.create_run(RunRecord(
         run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),
@@ -146,8 +149,7 @@ def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
     """Continue a run (its top-level run, for a sub-workflow's id) from its last commit, or
     from `req.from_step`. RunOwned (exit 2) when a live process advances it."""
     root = root_of(store, store.find_run(run_id))
-    if (root.options or {}).get("executor") == "temporal" and \
-            root.status in ("running", "waiting"):
+    if runs_on_temporal(root) and root.status in ("running", "waiting"):
         raise Refused(f"run {root.id} runs on Temporal workers, whose workflow goes on by "
                       f"itself: answer its gate with podium gate answer {root.id} VALUE, stop "
                       f"it with podium stop {root.id}", kind="conflict")
@@ -371,7 +373,7 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
         raise Refused(f"gate '{gate.step}' of run {run.id} was already answered",
                       kind="conflict") from None
     root = root_of(store, store.get_run(gate.run_id))
-    if (root.options or {}).get("executor") == "temporal":  # its workflow goes on with it
+    if runs_on_temporal(root):  # its workflow goes on with it
         _signal_answer(root, gate, value)
         return Answered(gate, answer, root, True)
     return Answered(gate, answer, root, liveness(store, root).live)
@@ -381,7 +383,7 @@ def _answered_unsent(store: RunStore, run: RunRecord) -> tuple[RunRecord, GateRe
     """A run on Temporal still waiting at a gate that was answered (the answer is in the store
     but the signal to its workflow failed): its root and that gate."""
     root = root_of(store, run)
-    if (root.options or {}).get("executor") != "temporal" or root.status != "waiting":
+    if not runs_on_temporal(root) or root.status != "waiting":
         return None
     answered = [g for rid in family(store, root.id) for g in store.gates(run_id=rid,
                                                                           status="answered")]
@@ -454,7 +456,7 @@ def stop_run(store: RunStore, run_id: str, *, wait: float = 10.0,
     checking that the lease's owner is still that process. A run whose owner is gone is
     marked interrupted. With `wait`, waits up to that long for the run to stop."""
     run = root_of(store, store.find_run(run_id))
-    if (run.options or {}).get("executor") == "temporal":
+    if runs_on_temporal(run):
         return _stop_on_temporal(store, run, wait)
     live = liveness(store, run)
     if run.status != "running":
@@ -576,7 +578,7 @@ def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
         lv = liveness(store, r)
         if not lv.live:
             continue
-        if (r.options or {}).get("executor") == "temporal" or (
+        if runs_on_temporal(r) or (
                 r.status == "running" and lv.lease is not None
                 and lv.lease.owner.host == host):
             out.append((r, lv))

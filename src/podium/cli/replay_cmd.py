@@ -61,11 +61,11 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
     from podium.app.home import open_store
     from podium.app.inputs import coerce_cli_value
     from podium.app.launch import LaunchOptions
+    from podium.app.replay import replay_until
     from podium.app.runs import Reported, StartRequest, start_run, with_secrets
     from podium.app.workflows import load_valid
     from podium.cli.run_cmd import report
     from podium.events.sinks.console import ConsoleSink
-    from podium.replay.attach import ReplayControl, attach_replay
 
     try:
         store = open_store()
@@ -95,15 +95,16 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
                 else coerce_cli_value(text)
         if responses is None and (parent.options or {}).get("responses"):
             responses = Path(parent.options["responses"])  # the parent's scripted answers
-        opts = LaunchOptions(skip_gates, responses, verbosity, None, None, json_out,
+        provider = (parent.options or {}).get("provider")  # the parent's --provider, as resume
+        opts = LaunchOptions(skip_gates, responses, verbosity, provider, None, json_out,
                              observers=[ConsoleSink(sys.stderr, verbosity)])
         start = StartRequest(wf, path, inputs, forked_from=parent.id, command="fork",
                              options={"responses": str(responses.resolve()) if responses
-                                      else None, "skip_gates": skip_gates,
+                                      else None, "skip_gates": skip_gates, "provider": provider,
                                       "forked_at": f"{step}:{n}"})
 
         def prepare(engine: Any) -> dict[str, Any]:
-            attach_replay(engine, recording, ReplayControl(live_from=(step, n)))
+            replay_until(engine, recording, (step, n))
             sys.stderr.write(f"podium: forking run {parent.id} at '{step}' (execution {n}): "
                              f"replaying the recording up to it, live from there\n")
             return {}

@@ -104,8 +104,8 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
 
 
 def show_command(run_id: str, fmt: str) -> int:
+    from podium.app.history import folded
     from podium.app.home import open_store
-    from podium.engine.history import fold_events
 
     def body() -> int:
         from podium.app.owners import liveness
@@ -119,7 +119,7 @@ def show_command(run_id: str, fmt: str) -> int:
             live = liveness(store, run)
         finally:
             store.close()
-        state = fold_events(events)
+        state = folded(events)
         per_step: dict[str, dict[str, Any]] = {}
         for e in events:
             # A group's own event sums its members': count the members, by agent.
@@ -204,11 +204,13 @@ def events_command(run_id: str, after: int) -> int:
     from podium.app.home import open_store
 
     def body() -> int:
+        from podium.app.history import event_json, history
+
         store = open_store(verify=False)
         try:
-            run = store.find_run(run_id)
-            for e in store.events(run.id, after):
-                sys.stdout.write(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for e in history(store, run_id, after):
+                sys.stdout.write(json.dumps(event_json(e), ensure_ascii=False,
+                                            separators=(",", ":")) + "\n")
         finally:
             store.close()
         return exitcodes.OK

@@ -9,6 +9,7 @@ live in their own modules and are imported only when a workflow uses them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import threading
@@ -169,12 +170,17 @@ SDK_EXTRAS: dict[str, tuple[str, str]] = {
 class ProviderRegistry:
     """Creates each provider once per run, lazily, and so reuses its client (and connections)
     across calls; `override` forces one provider for every agent. It also holds other
-    run-scoped resources agents share (`shared`), such as MCP server connections."""
+    run-scoped resources agents share (`shared`), such as MCP server connections.
+    `settings(name)` configures a provider that is asked for without settings of its own (a
+    fork's replay going live): app/launch.py's build_providers binds it to the run's workflow
+    and environment."""
 
     def __init__(self, override: Provider | None = None,
-                 factories: dict[str, Callable[[], Provider]] | None = None) -> None:
+                 factories: dict[str, Callable[[], Provider]] | None = None, *,
+                 settings: Callable[[str], ProviderSettings] | None = None) -> None:
         self.override = override
         self.factories = factories or {}
+        self.settings = settings
         self._live: dict[str, Provider] = {}
         self._shared: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -208,6 +214,8 @@ class ProviderRegistry:
                                 f"uv sync --extra {extra})")
         module, attr = KNOWN_PROVIDERS[name].split(":")
         make = getattr(importlib.import_module(module), attr)
+        if settings is None and self.settings is not None:
+            settings = functools.partial(self.settings, name)
         if settings is None:
             from podium.providers.settings import ProviderSettings
 

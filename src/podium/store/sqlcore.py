@@ -55,6 +55,20 @@ _Write = tuple[str, tuple[Any, ...]]
 _Params = tuple[Any, ...] | list[Any]
 
 
+def typed_event(body: str, run_id: str, seq: int,
+                damaged: Callable[[str], Exception]) -> Event:
+    """A committed event's JSON text as its typed event; `damaged(what)` is raised, quoting
+    the text's first bytes, when it is not one."""
+    from podium.events.model import parse_event
+
+    try:
+        return parse_event(json.loads(body))
+    except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise damaged(f"holds an unreadable event {seq} of run {run_id} ({first}; it begins "
+                      f"{body[:60]!r})") from None
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
@@ -401,6 +415,12 @@ class SQLCore:
         rows = self._read(self.SQL.sql("SELECT seq, body FROM events WHERE run_id = ? AND "
                                        "seq > ? ORDER BY seq"), (run_id, after_seq))
         return [self._loads(r["body"], f"event {r['seq']} of run {run_id}") for r in rows]
+
+    def history(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        rows = self._read(self.SQL.sql("SELECT seq, body FROM events WHERE run_id = ? AND "
+                                       "seq > ? ORDER BY seq"), (run_id, after_seq))
+        return [typed_event(str(r["body"]), run_id, int(r["seq"]), self._damaged)
+                for r in rows]
 
     def latest_checkpoint(self, run_id: str) -> Checkpoint | None:
         rows = self._read(self.SQL.sql("SELECT * FROM checkpoints WHERE run_id = ?"), (run_id,))

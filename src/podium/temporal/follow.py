@@ -57,7 +57,7 @@ class _Located:
 
 def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any],
              elapsed: float) -> Outcome:
-    from podium.engine.history import fold_events, usage_from_events
+    from podium.app.history import folded, usage_of
     from podium.errors import RunError
 
     error = None
@@ -66,12 +66,12 @@ def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any]
                        iteration=finished.get("iteration"))
         err.run_id = run_id
         error = _Located(err.located())
-    state = fold_events(events)
+    state = folded(events)
     return Outcome(run_id, str(finished["status"]), int(finished["exit_code"]),
                    finished.get("output"), finished.get("terminal"),
                    finished.get("message") if finished["status"] == "waiting"
                    else finished.get("reason"), error, [r.step for r in state.records],
-                   elapsed, int(finished.get("iterations") or 0), usage_from_events(events))
+                   elapsed, int(finished.get("iterations") or 0), usage_of(events))
 
 
 def _lost_touch(result: asyncio.Future[Any]) -> bool:
@@ -136,9 +136,9 @@ def history_bounds() -> dict[str, int]:
 
 async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
                  where: Where, started_ids: list[str]) -> tuple[int, Outcome | None]:
+    from podium.app.launch import file_hash, new_run_id
     from podium.app.preflight import check_providers
     from podium.app.remote import connect
-    from podium.engine.run import file_hash, new_run_id
     from podium.store.base import RunRecord
     from podium.temporal.workflow import PodiumRun
 

@@ -273,9 +273,8 @@ class DetailScreen(Screen[None]):
         events = self.query_one("#detail-events", DataTable)
         events.clear()
         for e in reversed(d.events):
-            what = {k: v for k, v in e.items()
-                    if k not in ("seq", "type", "step", "run_id", "ts", "timestamp")}
-            events.add_row(str(e.get("seq")), str(e.get("type")), str(e.get("step") or "-"),
+            what = e.model_dump(mode="json", exclude={"seq", "type", "step", "run_id", "ts"})
+            events.add_row(str(e.seq), e.type, str(getattr(e, "step", None) or "-"),
                            _short(what, 100))
 
     def action_back(self) -> None:

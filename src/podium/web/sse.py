@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,9 +22,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from podium.store import files
-from podium.store.base import StoreError
-from podium.store.pgconn import PgReader
+from podium.app.catalog import StoreVersion
 from podium.web.queries import Reader
 
 IDLE_REFRESH = 5.0  # seconds: re-read summaries even without a change (liveness, gates)
@@ -47,46 +44,18 @@ class ChangeFeed:
         self._ids = itertools.count(1)
 
     async def run(self) -> None:
-        if isinstance(self.path, str):
-            await self._run_postgres(self.path)
-            return
-        conn = files.connect(self.path, query_only=True)
-        try:
-            last = None
-            while not self.closing:
-                try:
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    version = last
-                if version != last:
-                    last = version
-                    self._wake()
-                await asyncio.sleep(self.interval)
-        finally:
-            conn.close()
-
-    async def _run_postgres(self, url: str) -> None:
-        """PostgreSQL's counterpart of data_version: the server's current snapshot changes
-        whenever a transaction that wrote starts or ends (a read-only one takes no id)."""
-        reader = PgReader(url)
-
-        def snapshot() -> object:
-            try:
-                row = reader.execute("SELECT pg_current_snapshot()::text").fetchone()
-            except StoreError:
-                return None
-            return row[0] if row else None
-
+        version = StoreVersion(self.path)  # the store's commit counter (store/catalog.py)
         try:
             last: object = None
             while not self.closing:
-                version = await anyio.to_thread.run_sync(snapshot)
-                if version is not None and version != last:
-                    last = version
+                now = (await anyio.to_thread.run_sync(version.read) if version.blocking
+                       else version.read())
+                if now is not None and now != last:
+                    last = now
                     self._wake()
                 await asyncio.sleep(self.interval)
         finally:
-            reader.close()
+            version.close()
 
     def _wake(self) -> None:
         self.generation += 1
