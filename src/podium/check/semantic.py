@@ -252,6 +252,13 @@ class Checker(PathChecks):
                      "use 'workflow.input.name', 'step.output', 'step.output.field' or "
                      "'group.outputs'", code="input-ref", at="value")
             return
+        if len(chain) == 1:  # `a` (or `a?`): Conductor rejects it, as `a.output` is meant
+            self.err(path, f"'{decl.text}' is not a valid input reference",
+                     f"write '{chain[0]}.output' for the whole output of '{chain[0]}'"
+                     if chain[0] in self.all_names else "use 'workflow.input.name', "
+                     "'step.output', 'step.output.field' or 'group.outputs'",
+                     code="input-ref", at="value")
+            return
         if chain[0] == "workflow":
             if len(chain) != 3 or chain[1] != "input":
                 self.err(path, f"'{decl.text}' is not a valid input reference",
@@ -273,7 +280,8 @@ class Checker(PathChecks):
             else:
                 self.err(path, msg, hint, code="unknown-step", at="value")
             return
-        if len(chain) >= 3 and chain[1] == "output":
+        if len(chain) >= 3 and chain[1] == "output" and not decl.optional:
+            # `a.output.f?` is the explicit mode's guard: a missing field is left out
             problem = self.field_problem(chain[0], chain[2:])
             if problem:
                 self.err(path, problem[0], problem[1], code="unknown-field", at="value")
