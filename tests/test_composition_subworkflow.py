@@ -20,7 +20,16 @@ from typing import Any
 
 import pytest
 
-from helpers_engine import Run, cli_env, podium_argv, run_cli, run_workflow, wait_until, write
+from helpers_engine import (
+    Run,
+    cli_env,
+    diagnostics,
+    podium_argv,
+    run_cli,
+    run_workflow,
+    wait_until,
+    write,
+)
 from podium.errors import LimitExceeded, StepError
 from podium.events.model import Event, RunFinished, RunStarted, StepFailed, StepFinished
 from podium.steps.base import Usage
@@ -133,11 +142,17 @@ def test_a_required_child_input_missing_from_the_mapping_fails_clearly(tmp_path:
         agents:
           - {name: a, type: set, value: "{{ workflow.input.ticket }}"}
     """, "needs.yaml")
-    run = run_workflow(write(tmp_path, """
+    parent = write(tmp_path, """
         workflow: {name: parent, entry_point: sub}
         agents:
           - {name: sub, type: workflow, workflow: needs.yaml, input_mapping: {}}
-    """, "parent.yaml"))
+    """, "parent.yaml")
+    # validate says it first (Conductor's finds it only when the child reads the input) ...
+    assert [d.split("parent.yaml:", 1)[1] for d in diagnostics(parent)] == [
+        "3:55: agents[0].input_mapping: sub-workflow 'needs.yaml' needs input(s) ticket, "
+        "which input_mapping does not give (add ticket: to input_mapping)"]
+    # ... and a run that gets there anyway (the child changed since) fails as clearly
+    run = run_workflow(parent, check=False)
     assert run.exit_code == 3
     assert "needs input(s) ticket (give them in input_mapping)" in run.error_text()
 

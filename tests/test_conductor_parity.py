@@ -43,7 +43,7 @@ WORLD: dict[str, Any] = DATA["world"]
 CASES: list[dict[str, Any]] = DATA["cases"]
 EXPECTED = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
 GROUPS = ("dict_methods", "string_methods", "filters", "tests", "globals", "bare_conditions",
-          "is_in_functions", "jinja_conditions", "group_outputs", "set_typing")
+          "is_in_functions", "jinja_conditions", "group_outputs", "set_typing", "undefined_values")
 KINDS = {"undefined": "undefined", "syntax": "syntax"}  # every other podium kind: 'error'
 
 

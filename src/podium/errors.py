@@ -69,6 +69,16 @@ class RunError(PodiumError):
     def error_type(self) -> str:
         return type(self).__name__
 
+    @property
+    def conductor_type(self) -> str:
+        """The exception class Conductor raises for this failure: a group's error record
+        carries it as `exception_type`, so routes that branch on it work unchanged. A
+        failure may name it in its details (a sub-workflow passes on its child's)."""
+        named = self.details.get("conductor_type")
+        if isinstance(named, str):
+            return named
+        return CONDUCTOR_TYPES.get(self.error_type, "ExecutionError")
+
     def located(self) -> str:
         """The message prefixed with run, step and iteration when they are known."""
         where = []
@@ -105,6 +115,17 @@ class LimitExceeded(RunError):
                  iteration: int | None = None, details: dict[str, Any] | None = None) -> None:
         super().__init__(message, step=step, iteration=iteration, details=details)
         self.limit = limit
+
+    @property
+    def conductor_type(self) -> str:
+        return {"timeout": "TimeoutError", "iterations": "MaxIterationsError",
+                "budget": "BudgetExceededError"}.get(self.limit, "ExecutionError")
+
+
+# podium's failure classes (by name, as events record them) -> Conductor's exception classes
+CONDUCTOR_TYPES = {"TemplateError": "TemplateError", "OutputContractError": "ValidationError",
+                   "ProviderError": "ProviderError", "RouteError": "ValueError",
+                   "Interrupted": "InterruptError"}
 
 
 class Interrupted(RunError):

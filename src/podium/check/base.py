@@ -175,15 +175,24 @@ class CheckerBase:
 
     def field_problem(self, name: str, rest: tuple[str, ...]) -> tuple[str, str | None] | None:
         """What is wrong with reading `name.output.<rest>`, as (message, hint), or None."""
+        found = self.field_problem_at(name, rest)
+        return None if found is None else (found[1], found[2])
+
+    def field_problem_at(self, name: str,
+                         rest: tuple[str, ...]) -> tuple[int, str, str | None] | None:
+        """As field_problem, with the index in `rest` of the link that cannot be bound (so a
+        guard on that link can excuse it)."""
         if name in self.parallel or name in self.for_each:
             return None
         fields = self.output_fields(name)
         if fields is None or not rest or rest[0].isdigit():
             return None
         if rest[0] not in fields:
+            if isinstance(self.steps.get(name), ScriptStep):
+                return None  # every key of a script's stdout JSON is merged in (spec 3.6)
             hint = did_you_mean(rest[0], sorted(fields)) or (
                 f"its fields: {', '.join(sorted(fields))}" if fields else None)
-            return f"'{name}' has no output field '{rest[0]}'", hint
+            return 0, f"'{name}' has no output field '{rest[0]}'", hint
         schema = self._schema_of(name)
         fld = schema.get(rest[0]) if schema else None
         for i, part in enumerate(rest[1:], start=1):
@@ -191,7 +200,7 @@ class CheckerBase:
                 return None
             if part not in fld.properties:
                 where = ".".join((name, "output", *rest[:i]))
-                return (f"'{where}' has no property '{part}'",
+                return (i, f"'{where}' has no property '{part}'",
                         did_you_mean(part, sorted(fld.properties)))
             fld = fld.properties[part]
         return None

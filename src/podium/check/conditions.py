@@ -60,7 +60,8 @@ def flat_names(checks: TemplateChecks, owner: str | None) -> tuple[set[str], boo
         fields = set(GROUP_FIELDS)
     elif owner in checks.for_each:
         fields = set(FOR_EACH_FIELDS)
-    closed = fields is not None
+    # a script's stdout JSON is merged whole into its output: its schema lists only some keys
+    closed = fields is not None and not isinstance(checks.steps.get(owner), ScriptStep)
     if fields is None:
         fields = set(SCRIPT_BUILTINS) if isinstance(checks.steps.get(owner), ScriptStep) \
             else set()

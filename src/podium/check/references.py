@@ -32,10 +32,21 @@ class Ref:
     is_guard: bool = False  # the reference is itself an `is defined` test
     present: frozenset[str] = frozenset()  # names the enclosing branches know are defined
     absent: frozenset[str] = frozenset()  # ... and names they know are not
+    last_safe: bool = False  # `| default(...)` or `is defined` right on it: its last link may
+    # be missing (Jinja tolerates only that one: `a.zz.w | default(1)` fails when `zz` is)
 
     @property
     def root(self) -> str:
         return self.chain[0]
+
+    def tolerates(self, index: int) -> bool:
+        """Whether a missing link at `index` of the chain is guarded: the filter or test on the
+        reference covers its last link, and an enclosing `{% if a.b.c is defined %}` (or
+        `'c' in a.b`) covers every link up to `c`."""
+        if self.last_safe and index == len(self.chain) - 1:
+            return True
+        return any(".".join(self.chain[:k]) in self.present
+                   for k in range(index + 1, len(self.chain) + 1))
 
     def dotted(self) -> str:
         return ".".join(self.chain)
@@ -110,9 +121,18 @@ def _branch_facts(test: nodes.Node) -> tuple[Facts, Facts]:
         chain = got[1]
         root = frozenset({chain[0]})
         whole = len(chain) == 1 or (len(chain) == 2 and chain[1] in ("output", "outputs"))
-        yes: Facts = (root, frozenset())
+        # the dotted chain too: the fields under it are known there (`present` is otherwise
+        # read for step names, which hold no dot)
+        yes: Facts = (root | {".".join(chain)}, frozenset())
         no: Facts = (frozenset(), root if whole else frozenset())
         return (yes, no) if test.name == "defined" else (no, yes)
+    if isinstance(test, nodes.Compare) and len(test.ops) == 1 and test.ops[0].op in ("in", "notin"):
+        key = test.expr  # `'k' in a.output`: `a.output.k` exists when it holds
+        got = _chain(test.ops[0].expr)
+        if got is None or not isinstance(key, nodes.Const) or not isinstance(key.value, str):
+            return _NO_FACTS, _NO_FACTS
+        known: Facts = (frozenset({".".join((*got[1], key.value))}), frozenset())
+        return (known, _NO_FACTS) if test.ops[0].op == "in" else (_NO_FACTS, known)
     if isinstance(test, nodes.Not):
         true, false = _branch_facts(test.node)
         return false, true
@@ -209,7 +229,8 @@ class _Collector:
                 got = _chain(node.node)
                 if got and got[0].name not in local:
                     self.refs.append(Ref(got[1], True, node.lineno, is_guard=True,
-                                         present=self.facts[0], absent=self.facts[1]))
+                                         present=self.facts[0], absent=self.facts[1],
+                                         last_safe=True))
                     return
             self._generic(node, local, guards)
             return
@@ -219,7 +240,7 @@ class _Collector:
                 got = _chain(node.node)
                 if got and got[0].name not in local:
                     self.refs.append(Ref(got[1], True, node.lineno, present=self.facts[0],
-                                         absent=self.facts[1]))
+                                         absent=self.facts[1], last_safe=True))
                     for child in [*node.args, *[k.value for k in node.kwargs]]:
                         self.visit(child, local, guards)
                     return

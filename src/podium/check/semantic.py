@@ -18,6 +18,7 @@ from podium.language.model import (
     AgentStep,
     ForEachGroup,
     HumanGateStep,
+    InputDef,
     McpStep,
     ParallelGroup,
     QuestionsStep,
@@ -252,6 +253,13 @@ class Checker(PathChecks):
                      "use 'workflow.input.name', 'step.output', 'step.output.field' or "
                      "'group.outputs'", code="input-ref", at="value")
             return
+        if len(chain) == 1:  # `a` (or `a?`): Conductor rejects it, as `a.output` is meant
+            self.err(path, f"'{decl.text}' is not a valid input reference",
+                     f"write '{chain[0]}.output' for the whole output of '{chain[0]}'"
+                     if chain[0] in self.all_names else "use 'workflow.input.name', "
+                     "'step.output', 'step.output.field' or 'group.outputs'",
+                     code="input-ref", at="value")
+            return
         if chain[0] == "workflow":
             if len(chain) != 3 or chain[1] != "input":
                 self.err(path, f"'{decl.text}' is not a valid input reference",
@@ -273,7 +281,8 @@ class Checker(PathChecks):
             else:
                 self.err(path, msg, hint, code="unknown-step", at="value")
             return
-        if len(chain) >= 3 and chain[1] == "output":
+        if len(chain) >= 3 and chain[1] == "output" and not decl.optional:
+            # `a.output.f?` is the explicit mode's guard: a missing field is left out
             problem = self.field_problem(chain[0], chain[2:])
             if problem:
                 self.err(path, problem[0], problem[1], code="unknown-field", at="value")
@@ -324,6 +333,22 @@ class Checker(PathChecks):
                 count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
                 self.err(path, f"sub-workflow '{step.workflow}' is invalid ({count}, listed "
                          "with its file)", code="subworkflow", at="value")
+            elif child.model is not None and step.input_mapping is not None:
+                self._check_child_inputs(base, step, child.model.workflow.input)
+
+    def _check_child_inputs(self, base: KeyPath, step: WorkflowStep,
+                            declared: dict[str, InputDef]) -> None:
+        """An `input_mapping` that leaves out a required input of the child (one without a
+        default): the run would fail when it reaches the step, so say it now."""
+        assert step.input_mapping is not None
+        missing = [n for n, d in declared.items()
+                   if d.required and d.default is None and n not in step.input_mapping]
+        if missing:
+            self.err((*base, "input_mapping"), f"sub-workflow '{step.workflow}' needs input(s) "
+                     f"{', '.join(missing)}, which input_mapping does not give",
+                     did_you_mean(missing[0], [k for k in step.input_mapping
+                                               if k not in declared]) or
+                     f"add {missing[0]}: to input_mapping", code="subworkflow-input")
 
 
 def resolve_subworkflow(folder: Path, ref: str) -> Path | None:

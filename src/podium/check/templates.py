@@ -200,7 +200,12 @@ class TemplateChecks(CheckerBase):
     def _site_error(self, site: TemplateSite, lineno: int | None, msg: str,
                     hint: str | None = None, *, code: str = "template",
                     severity: Severity = "error") -> None:
-        """Report a problem in a template, at the template's own line when it has several."""
+        """Report a problem in a template, at the template's own line when it has several.
+
+        A hook's template never fails a run (Conductor renders hooks and swallows their
+        errors), so its problems are warnings."""
+        if site.scope == "hook":
+            severity = "warning"
         if site.file is not None:  # a partial: in its own file
             self.result.sink.add(Diagnostic(site.file, lineno or 1, 1, format_path(site.path),
                                             msg, severity, hint, code))
@@ -297,7 +302,7 @@ class TemplateChecks(CheckerBase):
                                      code="unknown-name")
             elif root == "output" or root in site.extra_names:
                 if root == "output" and site.owner and len(ref.chain) > 1:
-                    self._check_field_ref(site, ref, site.owner, ref.chain[1:])
+                    self._check_field_ref(site, ref, site.owner, 1)
             else:
                 self._check_step_ref(site, ref)
             if site.scope == "step" and self.mode == "explicit" and owner_step is not None:
@@ -328,11 +333,13 @@ class TemplateChecks(CheckerBase):
         if len(ref.chain) < 2:
             return
         attr = ref.chain[1]
-        if attr not in WORKFLOW_ATTRS:
+        if attr not in WORKFLOW_ATTRS and not ref.tolerates(1):
             self._site_error(site, ref.lineno, f"'workflow' has no '{attr}'",
                              did_you_mean(attr, WORKFLOW_ATTRS), code="unknown-name")
             return
-        if attr == "input" and len(ref.chain) >= 3 and self.inputs and not ref.is_guard:
+        if attr not in WORKFLOW_ATTRS:
+            return
+        if attr == "input" and len(ref.chain) >= 3 and self.inputs and not ref.tolerates(2):
             name = ref.chain[2]
             if name not in self.inputs:
                 self._site_error(site, ref.lineno, f"unknown workflow input '{name}'",
@@ -357,7 +364,7 @@ class TemplateChecks(CheckerBase):
                                      did_you_mean(ref.chain[2], members), code="unknown-field")
             return
         if attr != "output":
-            if ref.is_guard:
+            if ref.is_guard or ref.tolerates(1):
                 return
             fields = self.output_fields(root)
             if attr in ("outputs", "errors", "count", "type") or (
@@ -370,14 +377,15 @@ class TemplateChecks(CheckerBase):
             self._site_error(site, ref.lineno, f"'{root}.{attr}': a step exposes only "
                              f"'{root}.output'", hint, code="unknown-field")
             return
-        if len(ref.chain) >= 3 and not ref.is_guard:
-            self._check_field_ref(site, ref, root, ref.chain[2:])
+        if len(ref.chain) >= 3:
+            self._check_field_ref(site, ref, root, 2)
 
-    def _check_field_ref(self, site: TemplateSite, ref: Ref, name: str,
-                         rest: tuple[str, ...]) -> None:
-        problem = self.field_problem(name, rest)
-        if problem:
-            self._site_error(site, ref.lineno, problem[0], problem[1], code="unknown-field")
+    def _check_field_ref(self, site: TemplateSite, ref: Ref, name: str, start: int) -> None:
+        """A read of `name`'s output fields, `ref.chain[start:]`: an error when a link cannot
+        be bound and no guard (`| default`, `is defined`, an enclosing `if`, `in`) covers it."""
+        problem = self.field_problem_at(name, ref.chain[start:])
+        if problem and not ref.tolerates(start + problem[0]):
+            self._site_error(site, ref.lineno, problem[1], problem[2], code="unknown-field")
 
     def _check_explicit(self, site: TemplateSite, step: StepBase, ref: Ref) -> None:
         root = ref.root

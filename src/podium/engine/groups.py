@@ -40,7 +40,7 @@ def _waits(exc: RunError) -> bool:
 
 
 def _error_entry(name: str, key_field: str, exc: RunError) -> dict[str, Any]:
-    return {key_field: name, "exception_type": exc.error_type, "message": str(exc),
+    return {key_field: name, "exception_type": exc.conductor_type, "message": str(exc),
             "suggestion": None}
 
 

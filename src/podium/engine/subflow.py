@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
-from podium.errors import Interrupted, LimitExceeded, StepError, UsageError
+from podium.errors import Interrupted, LimitExceeded, RunError, StepError, UsageError
 from podium.gates.base import GateRequest
 from podium.language.model import WorkflowFile, WorkflowStep
 from podium.steps.base import StepCall, StepOutcome, Usage
@@ -231,7 +231,8 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     if result.status == "failed":
         raise StepError(f"{where} ended in its failed terminate '{result.terminal}': "
                         f"{result.reason}", step=step.name, iteration=it,
-                        details={**details, "child_output": result.output})
+                        details={**details, "child_output": result.output,
+                                 "conductor_type": "SubworkflowTerminatedError"})
     err = result.error
     message = f"{where} failed: {err}" if err else f"{where} failed"
     if isinstance(err, LimitExceeded):
@@ -239,4 +240,6 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
                             details=details)
     if isinstance(err, Interrupted):
         raise Interrupted(message, step=step.name, iteration=it)
+    if isinstance(err, RunError):  # Conductor passes the child's exception on as it is
+        details["conductor_type"] = err.conductor_type
     raise StepError(message, step=step.name, iteration=it, details=details)

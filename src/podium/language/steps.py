@@ -36,10 +36,12 @@ class Route(Strict):
     @field_validator("when", mode="before")
     @classmethod
     def _when_text(cls, v: Any) -> Any:
+        # Conductor requires a string too: a YAML `true` or `1` is refused, not guessed at
         if isinstance(v, bool):
             raise ValueError("must be a string condition; write \"{{ true }}\" or leave out 'when'")
         if isinstance(v, (int, float)):
-            return str(v)
+            raise ValueError(f"must be a string condition, not the number {v}; quote it "
+                             f"(\"{v}\") or write a comparison")
         return v
 
 

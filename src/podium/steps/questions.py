@@ -121,9 +121,13 @@ def execute_questions(call: StepCall) -> StepOutcome:
         items.append({"id": q["id"], "question": q["text"], "answer": answer,
                       "source": source, "skipped": skipped})
     answered = [i for i in items if not i["skipped"]]
-    transcript = "\n".join(f"Q{n}. {i['question']}\nA: {i['answer'] if not i['skipped'] else '-'}"
-                           for n, i in enumerate(items, 1))
-    outcome = "completed" if len(answered) == len(items) else "skipped_remaining"
+    # as Conductor joins it: a blank line between entries, unanswered questions left out
+    # (each entry keeps its question's number)
+    transcript = "\n\n".join(f"Q{n}. {i['question']}\nA: {i['answer']}"
+                             for n, i in enumerate(items, 1) if i["answer"] is not None)
+    # --skip-gates asks nobody: Conductor reports the remaining questions as skipped, even
+    # when every one had a default to take
+    outcome = "skipped_remaining" if questions and not interactive else "completed"
     output = {"answers": answers, "items": items, "transcript": transcript,
               "answered_count": len(answered), "skipped_count": len(items) - len(answered),
               "answered_any": bool(answered), "outcome": outcome}

@@ -24,7 +24,8 @@ ruamel.yaml 0.19.1). To re-run it, outside this repository:
         uv sync --frozen --no-dev --python 3.12
     /tmp/conductor-venv/bin/python <this repo>/tests/corpus/conductor/record.py
 
-It rewrites expected.json beside it; review the diff before committing. Each result is
+It rewrites expected.json beside it; review the diff before committing. Whole workflows
+(validate, then a --skip-gates run) are recorded by record_workflows.py beside it, the same way. Each result is
 {"ok": <value>} or {"error": {"type", "message", "cause", "category"}}, where category is
 'undefined' (an unknown name), 'syntax' or 'error' (anything else).
 """
