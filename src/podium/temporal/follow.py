@@ -57,7 +57,8 @@ class _Located:
 
 def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any],
              elapsed: float) -> Outcome:
-    from podium.engine.history import fold_events, usage_from_events
+    from podium.engine.history import fold_events, usage_rows
+    from podium.events.spend import fold_spend
     from podium.errors import RunError
 
     error = None
@@ -71,7 +72,8 @@ def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any]
                    finished.get("output"), finished.get("terminal"),
                    finished.get("message") if finished["status"] == "waiting"
                    else finished.get("reason"), error, [r.step for r in state.records],
-                   elapsed, int(finished.get("iterations") or 0), usage_from_events(events))
+                   elapsed, int(finished.get("iterations") or 0),
+                   usage_rows(fold_spend(events)))
 
 
 def _lost_touch(result: asyncio.Future[Any]) -> bool:
