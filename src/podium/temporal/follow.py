@@ -58,8 +58,8 @@ class _Located:
 def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any],
              elapsed: float) -> Outcome:
     from podium.engine.history import fold_events, usage_rows
-    from podium.events.spend import fold_spend
     from podium.errors import RunError
+    from podium.events.spend import fold_spend
 
     error = None
     if finished.get("message") and finished["status"] not in ("success", "failed", "waiting"):
