@@ -153,7 +153,8 @@ def test_unrecorded_run_cannot_be_replayed(workspace: tuple[Path, Path, Path]) -
     assert not [e for e in events if e["type"] == "script_output"]
     # a model call keeps its figures (what the run spent is their sum), not its content
     calls = [e for e in events if e["type"] == "model_exchange"]
-    assert calls and all(e["request"] == {} and e["response_text"] == "" for e in calls)
+    assert calls
+    assert all(e["request"] == {} and e["response_text"] == "" for e in calls)
     proc = _podium(home, "replay", run_id)
     assert proc.returncode == 2
     assert "recording off" in proc.stderr
