@@ -322,7 +322,8 @@ class Engine:
                                      error_type=exc.error_type, message=str(exc),
                                      details=details, input_tokens=total.input_tokens,
                                      output_tokens=total.output_tokens,
-                                     cost_usd=total.cost_usd if total.calls else None,
+                                     cost_usd=total.cost_usd if total.calls >
+                                     total.unpriced else None,
                                      priced=total.priced))
             try:
                 self._check_budget(step.name)  # and an enforced budget says so first
