@@ -94,6 +94,20 @@ def _history(run_id: str) -> list[Event]:
     return [_stamp(e, run_id, i) for i, e in enumerate(raw, 1)]
 
 
+def _with_calls(history: list[Event]) -> list[Event]:
+    """`history` with the model calls its steps' figures come from (the run row sums the
+    calls: docs/decisions/0023-one-fold-of-spend.md), stamped again 1..n."""
+    def call(step: str, i: int, o: int, cost: float | None) -> Event:
+        return ModelExchange(step=step, iteration=1, attempt=1, provider="p", model="m",
+                             request={}, response_text="", input_tokens=i, output_tokens=o,
+                             cost_usd=cost)
+
+    run_id = history[0].run_id
+    events = [*history[:3], call("a", 10, 5, 0.25), *history[3:8], call("b", 1, 2, None),
+              *history[8:]]
+    return [_stamp(e, run_id, i) for i, e in enumerate(events, 1)]
+
+
 class RunStoreConformance:
     """The behaviour podium relies on from any RunStore. Subclass it and give `opener`."""
 
@@ -257,7 +271,7 @@ class RunStoreConformance:
     def test_the_run_row_summarises_its_events(self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))
-        history = _history("r1")
+        history = _with_calls(_history("r1"))
         for event in history[:2]:
             writer.append_event(event)
         mid = reader.get_run("r1")
@@ -272,6 +286,24 @@ class RunStoreConformance:
         assert run.cost_partial  # step b's model has no price
         assert run.finished_at == history[-1].ts
         assert run.last_seq == len(history)
+
+    def test_a_child_runs_calls_count_in_the_runs_above_it(
+            self, handles: Callable[[], RunStore]) -> None:
+        store = handles()
+        store.create_run(_record("top"))
+        store.create_run(_record("mid", parent_run_id="top"))
+        store.create_run(_record("leaf", parent_run_id="mid"))
+        store.create_run(_record("other"))
+        for run_id, parent, tokens in (("top", None, 1), ("mid", "top", 10),
+                                       ("leaf", "mid", 100)):
+            call = ModelExchange(step="s", iteration=1, attempt=1, provider="p", request={},
+                                 response_text="", input_tokens=tokens, output_tokens=tokens,
+                                 cost_usd=tokens / 100, parent_run_id=parent)
+            store.append_event(_stamp(call, run_id, 1))
+        rows = {r: store.get_run(r) for r in ("top", "mid", "leaf", "other")}
+        assert {r: row.input_tokens for r, row in rows.items()} == {
+            "top": 111, "mid": 110, "leaf": 100, "other": 0}
+        assert rows["top"].cost_usd == pytest.approx(1.11)
 
     def test_a_waiting_run_is_not_finished(self, store: RunStore) -> None:
         store.create_run(_record("r1"))

@@ -531,7 +531,7 @@ def test_for_each_item_can_be_a_subworkflow(tmp_path: Path) -> None:
     assert {e.parent_run_id for e in children} == {run.result.run_id}
     assert len({e.run_id for e in children}) == 3
     # the children's agents count in the parent's totals, under the group's row
-    row = run.result.usage_by_step["fan/sub"]
+    row = run.result.usage_by_step["sub/note"]
     assert (row.input_tokens, row.output_tokens) == (30, 15)
     assert run.result.iterations == 3
 
@@ -582,7 +582,7 @@ def test_for_each_failed_subworkflow_items_still_cost(tmp_path: Path) -> None:
     assert set(group["errors"]) == {"0", "2"}
     assert "ended in its failed terminate 'give_up': odd number" in \
         group["errors"]["0"]["message"]
-    row = run.result.usage_by_step["fan/sub"]
+    row = run.result.usage_by_step["sub/think"]
     assert (row.input_tokens, row.output_tokens) == (30, 15)  # all three children spent
     failed = [e for e in run.of(StepFailed) if e.group == "fan"]
     assert sorted(e.step for e in failed) == ["sub[0]", "sub[2]"]

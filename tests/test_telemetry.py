@@ -199,7 +199,7 @@ def agent_events(secret_text: str = "the answer") -> list[Any]:
                       model="claude-x-2026", request={"message": "the prompt",
                                                       "system": "be brief"},
                       response_text=secret_text, input_tokens=5, output_tokens=6,
-                      cached_tokens=2, elapsed=0.9, api_calls=2),
+                      cached_tokens=2, elapsed=0.9, api_calls=2, cost_usd=0.25),
         StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0, model="claude-x",
                      input_tokens=5, output_tokens=6, cost_usd=0.25),
         RunFinished(status="success", elapsed=3.0, iterations=1, exit_code=0),

@@ -34,7 +34,9 @@ def folded(events: list[dict[str, Any]]) -> RunState:
 
 
 def usage_of(events: list[dict[str, Any]]) -> dict[str, Usage]:
-    """Tokens and cost per step as resume restores them (engine/history.py)."""
-    from podium.engine.history import usage_from_events
+    """Tokens and cost per agent: the one fold of the run's model calls (events/spend.py)
+    as the rows of a RunResult (engine/history.py)."""
+    from podium.engine.history import usage_rows
+    from podium.events.spend import fold_spend
 
-    return usage_from_events(events)
+    return usage_rows(fold_spend(events))

@@ -218,7 +218,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    from podium.engine.history import parked_dialog, unfinished_group, usage_from_events
+    from podium.engine.history import parked_dialog, stored_spend, unfinished_group
 
     if withdraw:
         store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as it goes on
@@ -231,8 +231,8 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
         [e.get("text", "") for e in events if e["type"] == "guidance_added"],
         engine.bus.redactor)]
     check_providers(engine)
-    upto = state_seq if state_seq is not None else last_seq
-    engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
+    # every model call the run made counts, those of a step it runs again too: they were paid
+    engine.restore_spend(stored_spend(store, run.id, events))
     if req.from_step is None:  # members of an interrupted group that finished stay done
         inside = unfinished_group(events)
         if inside is not None and inside[0] == start:

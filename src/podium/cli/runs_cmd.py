@@ -109,6 +109,7 @@ def show_command(run_id: str, fmt: str) -> int:
 
     def body() -> int:
         from podium.app.owners import liveness
+        from podium.app.spend import run_spend, spend_json
         from podium.events.sinks.console import parsed_first
 
         store = open_store(verify=False)
@@ -117,24 +118,12 @@ def show_command(run_id: str, fmt: str) -> int:
             events = store.events(run.id)
             gates = store.gates(run_id=run.id, status="open")
             live = liveness(store, run)
+            spent = run_spend(store, run.id, events)
         finally:
             store.close()
         state = folded(events)
-        per_step: dict[str, dict[str, Any]] = {}
-        for e in events:
-            # A group's own event sums its members': count the members, by agent.
-            if e["type"] == "step_finished" and e["step_type"] not in ("parallel", "for_each") \
-                    and (e.get("input_tokens") or e.get("output_tokens")):
-                name = str(e["step"]).split("[", 1)[0] if e.get("group") else e["step"]
-                row = per_step.setdefault(name, {"model": e.get("model"), "input_tokens": 0,
-                                                      "output_tokens": 0, "cost_usd": 0.0,
-                                                      "priced": True})
-                row["input_tokens"] += e.get("input_tokens", 0)
-                row["output_tokens"] += e.get("output_tokens", 0)
-                if e.get("cost_usd") is None:
-                    row["priced"] = False
-                else:
-                    row["cost_usd"] += e["cost_usd"]
+        # what it spent, per agent: every model call it and its sub-workflows made
+        per_step = {name: s.as_json() for name, s in spent.by_agent.items()}
         if fmt == "json":
             sys.stdout.write(json.dumps({
                 "run": dict(run.to_json(), status=live.status, live=live.live,
@@ -143,6 +132,7 @@ def show_command(run_id: str, fmt: str) -> int:
                            "output": r.output, "route_to": r.route_to, "elapsed": r.elapsed}
                           for r in state.records],
                 "cost_per_agent": per_step,
+                "spend": spend_json(spent),
                 "open_gates": [g.__dict__ for g in gates],
             }, indent=2, default=str) + "\n")
             return exitcodes.OK
@@ -187,8 +177,9 @@ def show_command(run_id: str, fmt: str) -> int:
                 cost = f"${row['cost_usd']:.4f}" if row["priced"] else "unpriced"
                 w(f"  {step}: {cost} · {row['model']} · {row['input_tokens']} in / "
                   f"{row['output_tokens']} out\n")
-            w(f"total: {_cost(run)}" + (" (partial: some models are unpriced)"
-                                        if run.cost_partial else "") + "\n")
+            t = spent.total
+            w(f"total: {'' if t.priced else '~'}${t.cost_usd:.4f}"
+              + ("" if t.priced else " (partial: some models are unpriced)") + "\n")
         for g in gates:
             w(f"waiting at gate '{g.step}' ({g.kind}): podium gate answer {run.id} VALUE\n")
         if run.output is not None:

@@ -22,6 +22,7 @@ from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 if TYPE_CHECKING:
     from podium.engine.run import Engine, Handoff
     from podium.gates.base import GateRequest
+    from podium.steps.budget import BudgetReport
 
 
 def already_finished(engine: Engine, node: str) -> RunResult | None:
@@ -98,6 +99,12 @@ def terminate(engine: Engine, step: StepBase | ParallelGroup | ForEachGroup,
     return _finish(engine, "failed", 1, output, terminal=step.name, reason=term.reason)
 
 
+def _budget(engine: Engine) -> BudgetReport | None:
+    """The budget's figures as the run stops: what its model calls cost (the meter)."""
+    engine.services.budget.sync(engine.meter.total().cost_usd)
+    return engine.services.budget.report()
+
+
 def _finish(engine: Engine, status: RunStatus, code: int, output: dict[str, Any] | None, *,
             terminal: str | None = None, reason: str | None = None,
             error: PodiumError | None = None) -> RunResult:
@@ -114,7 +121,7 @@ def _finish(engine: Engine, status: RunStatus, code: int, output: dict[str, Any]
     return RunResult(engine.run_id, status, code, output, terminal, reason, error,
                      [r.step for r in engine.state.records], elapsed,
                      engine.state.run_iteration, dict(engine.usage_by_step),
-                     engine.services.budget.report())
+                     _budget(engine))
 
 
 def park(engine: Engine, request: GateRequest) -> RunResult:
@@ -139,7 +146,7 @@ def parked(engine: Engine, request: GateRequest) -> RunResult:
     result = RunResult(engine.run_id, "waiting", 5, None, None, message, None,
                        [r.step for r in engine.state.records], elapsed,
                        engine.state.run_iteration, dict(engine.usage_by_step),
-                       engine.services.budget.report())
+                       _budget(engine))
     return result
 
 
@@ -148,7 +155,7 @@ def handed_off(engine: Engine, exc: Handoff) -> RunResult:
     return RunResult(engine.run_id, "handoff", -1, None, None, str(exc), None,
                      [r.step for r in engine.state.records],
                      engine.clock.monotonic() - engine._started, engine.state.run_iteration,
-                     dict(engine.usage_by_step), engine.services.budget.report(), handoff=exc)
+                     dict(engine.usage_by_step), _budget(engine), handoff=exc)
 
 
 def fail(engine: Engine, exc: RunError) -> RunResult:

@@ -97,8 +97,7 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
         if _waits(exc):
             return _Done(key, 0, None, None, parked=exc)
         # like the engine's own step_failed: what the member still spent, in the token fields
-        rows = exc.details.get("usage_rows")
-        spent = combined_usage(rows.values()) if isinstance(rows, dict) else None
+        spent = error_spend(exc)
         engine.bus.emit(StepFailed(
             step=label, step_type=step.type, iteration=iteration,
             elapsed=engine.clock.monotonic() - started, error_type=exc.error_type,
@@ -188,13 +187,27 @@ def combined_usage(rows: Iterable[Usage]) -> Usage | None:
     return total
 
 
+def error_spend(exc: RunError) -> Usage | None:
+    """What a failed execution had spent, as its error carries it: the rows of nested work
+    (`usage_rows`: a sub-workflow's agents, a checked agent's parts) or an agent's own
+    (`usage`, steps/agent.py)."""
+    rows = exc.details.get("usage_rows")
+    if isinstance(rows, dict) and rows:
+        return combined_usage(rows.values())
+    own = exc.details.get("usage")
+    if not isinstance(own, dict):
+        return None
+    return Usage(int(own.get("input_tokens", 0)), int(own.get("output_tokens", 0)),
+                 int(own.get("cached_tokens", 0)), own.get("cost_usd"), own.get("model"),
+                 own.get("cost_usd") is not None)
+
+
 def _spent(done: _Done) -> Usage | None:
     """What a member or item spent: its outcome's usage, or, when it failed, the usage its
-    error carries (a failed sub-workflow's agents still cost money)."""
+    error carries (a failed sub-workflow's agents, a failed agent's calls still cost money)."""
     if done.outcome is not None:
         return done.outcome.usage
-    rows = done.error.details.get("usage_rows") if done.error is not None else None
-    return combined_usage(rows.values()) if isinstance(rows, dict) else None
+    return error_spend(done.error) if done.error is not None else None
 
 
 def _elsewhere(engine: Engine, group: ParallelGroup | ForEachGroup, labels: list[str],

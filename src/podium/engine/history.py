@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from podium.steps.state import RunState, StepRecord
 
 if TYPE_CHECKING:
+    from podium.events.spend import RunSpend
     from podium.steps.base import Usage
+    from podium.store.base import RunStore
 
 _GROUP_TYPES = ("parallel", "for_each")
 
@@ -93,23 +95,25 @@ def last_start_of(events: list[dict[str, Any]], step: str) -> int | None:
     return found
 
 
-def usage_from_events(events: list[dict[str, Any]]) -> dict[str, Usage]:
-    """Tokens and cost per step, summed over a run's step_finished (and step_failed: a failed
-    step may still have spent) events; a group's own event carries its members' usage, so
-    member events are not counted again."""
+def stored_spend(store: RunStore, run_id: str,
+                 events: list[dict[str, Any]] | None = None) -> RunSpend:
+    """What a stored run spent: the fold of its model calls and of its sub-workflow runs'
+    (events/spend.py); `events` when the caller has read them already."""
+    from podium.events.spend import fold_spend
+
+    children = [(str((child.options or {}).get("parent_step")), stored_spend(store, child.id))
+                for child in store.list_runs(parent=run_id, limit=100_000)]
+    return fold_spend(store.events(run_id) if events is None else events, children)
+
+
+def usage_rows(spent: RunSpend) -> dict[str, Usage]:
+    """A run's spend per agent as the rows of a RunResult (`usage_by_step`)."""
     from podium.steps.base import Usage  # lazily: fold_events alone loads no template engine
 
-    out: dict[str, Usage] = {}
-    for e in events:
-        if e["type"] not in ("step_finished", "step_failed") or e.get("group") or not (
-                e.get("input_tokens") or e.get("output_tokens") or e.get("model")):
-            continue
-        u = Usage(int(e.get("input_tokens", 0)), int(e.get("output_tokens", 0)),
-                  int(e.get("cached_tokens", 0)), e.get("cost_usd"), e.get("model"),
-                  bool(e.get("priced", True)))
-        prev = out.get(e["step"])
-        out[e["step"]] = u if prev is None else prev + u
-    return out
+    return {name: Usage(s.input_tokens, s.output_tokens, s.cached_tokens,
+                        s.cost_usd if s.unpriced < s.calls else None,
+                        ", ".join(s.models) or None,
+                        s.priced) for name, s in spent.by_agent.items()}
 
 
 def unfinished_group(events: list[dict[str, Any]]) -> tuple[str, dict[str, dict[str, Any]]] | None:

@@ -42,6 +42,7 @@ from podium.events.model import (
     StepStarted,
 )
 from podium.events.redact import secret_values
+from podium.events.spend import RunSpend, SpendMeter
 from podium.gates.base import GateAnswerer, GateRequest, GateUnanswerable
 from podium.language.model import (
     END,
@@ -142,9 +143,9 @@ class Engine:
         # is kept in a store (the store commits the step's events with it).
         self.checkpoints = False
         self.parker: Callable[[GateRequest], None] | None = None
-        self.usage_by_step: dict[str, Usage] = {}
-        self.spent_usd = 0.0
-        self.unpriced_spend = False
+        # what the run spent: the live fold of its model calls (events/spend.py)
+        self.meter = SpendMeter(self.run_id)
+        self.bus.add(self.meter)
         self._budget_reported = 0.0
         self.current: str | None = None
         self._started = 0.0
@@ -174,12 +175,23 @@ class Engine:
                                   ("cli", o.cli_instructions)) if v}
         return kept or None
 
-    def restore_usage(self, usage: dict[str, Usage]) -> None:
-        """Carry a resumed run's spending over: its budget keeps counting what was spent."""
-        self.usage_by_step = dict(usage)
-        self.spent_usd = sum(u.cost_usd or 0.0 for u in usage.values())
-        self.unpriced_spend = any(not u.priced for u in usage.values())
-        self.services.budget.sync(self.spent_usd)
+    def restore_spend(self, spent: RunSpend) -> None:
+        """Carry a resumed run's spending over (the fold of its committed model calls and its
+        sub-workflows'): its budget keeps counting what was spent."""
+        self.meter.restore(spent)
+        self.services.budget.sync(spent.total.cost_usd)
+
+    @property
+    def spent_usd(self) -> float:
+        """What the run's model calls cost so far (the priced ones)."""
+        return self.meter.total().cost_usd
+
+    @property
+    def usage_by_step(self) -> dict[str, Usage]:
+        """What the run spent so far, per agent (the rows of its RunResult)."""
+        from podium.engine.history import usage_rows
+
+        return usage_rows(self.meter.spent())
 
     def run(self, start: str | None = None) -> RunResult:
         """Run from the entry point (or `start`) to a terminal, a limit or an error."""
@@ -276,6 +288,7 @@ class Engine:
                                       iteration=iteration,
                                       run_iteration=state.run_iteration + 1))
         started = self.clock.monotonic()
+        mark = self.meter.mark()
         try:
             try:
                 if isinstance(step, ParallelGroup):
@@ -300,23 +313,18 @@ class Engine:
                 exc.step = step.name
             if exc.iteration is None:
                 exc.iteration = iteration
-            spent = exc.details.get("usage_rows")
-            rows = spent if isinstance(spent, dict) else {}
-            own = exc.details.get("usage")  # what a failed agent execution paid for
-            if isinstance(own, dict) and not rows:
-                rows = {step.name: Usage(int(own.get("input_tokens", 0)),
-                                         int(own.get("output_tokens", 0)),
-                                         int(own.get("cached_tokens", 0)), own.get("cost_usd"),
-                                         own.get("model"), own.get("cost_usd") is not None)}
-            total = sum(rows.values(), Usage()) if rows else Usage()
+            # what the step spent: every model call it made (and its members', its
+            # sub-workflow's), whatever its error carries
+            total = self.meter.since(mark)
             details = {k: v for k, v in exc.details.items() if k != "usage_rows"}
             self.bus.emit(StepFailed(step=step.name, step_type=step_type, iteration=iteration,
                                      elapsed=self.clock.monotonic() - started,
                                      error_type=exc.error_type, message=str(exc),
                                      details=details, input_tokens=total.input_tokens,
                                      output_tokens=total.output_tokens,
-                                     cost_usd=total.cost_usd, priced=total.priced))
-            self._account(step.name, None, rows)  # a failed child still cost money
+                                     cost_usd=total.cost_usd if total.calls >
+                                     total.unpriced else None,
+                                     priced=total.priced))
             try:
                 self._check_budget(step.name)  # and an enforced budget says so first
             except LimitExceeded:
@@ -337,7 +345,6 @@ class Engine:
             input_tokens=u.input_tokens if u else 0, output_tokens=u.output_tokens if u else 0,
             cached_tokens=u.cached_tokens if u else 0, cost_usd=u.cost_usd if u else None,
             priced=u.priced if u else True))
-        self._account(step.name, None if outcome.usage_rows else u, outcome.usage_rows)
         if self.observer is not None:
             self.observer.after_step(self, state.records[-1])
         return outcome
@@ -346,22 +353,6 @@ class Engine:
         from podium.engine.subflow import run_subworkflow
 
         return run_subworkflow(self, call)
-
-    def _account(self, name: str, usage: Usage | None, rows: dict[str, Usage]) -> None:
-        """Add a step's spending (or its nested rows') to the totals, then check the budget."""
-        items = dict(rows)
-        if usage is not None:
-            items = {name: usage}
-        if not items:
-            return
-        for row, u in items.items():
-            prev = self.usage_by_step.get(row)
-            self.usage_by_step[row] = u if prev is None else prev + u
-            if u.cost_usd is not None:
-                self.spent_usd += u.cost_usd
-            if not u.priced:
-                self.unpriced_spend = True
-        self.services.budget.sync(self.spent_usd)
 
     def _route(self, step: StepBase | ParallelGroup | ForEachGroup,
                outcome: StepOutcome) -> tuple[str, Route | None]:
@@ -480,18 +471,23 @@ class Engine:
                             step=where)
 
     def _check_budget(self, step: str) -> None:
+        """At a step boundary: the budget counts every model call the run made (the meter's
+        fold), whatever became of the steps that made them."""
         limits = self.workflow.workflow.limits
+        total = self.meter.total()
+        spent = total.cost_usd
+        self.services.budget.sync(spent)
         budget = limits.budget_usd
-        if budget is None or self.spent_usd <= budget:
+        if budget is None or spent <= budget:
             return
-        if self.spent_usd - self._budget_reported < budget and self._budget_reported:
+        if spent - self._budget_reported < budget and self._budget_reported:
             return
-        self._budget_reported = self.spent_usd
-        self.bus.emit(BudgetExceeded(budget_usd=budget, spent_usd=round(self.spent_usd, 6),
+        self._budget_reported = spent
+        self.bus.emit(BudgetExceeded(budget_usd=budget, spent_usd=round(spent, 6),
                                      budget_mode=limits.budget_mode, step=step,
-                                     partial=self.unpriced_spend))
+                                     partial=not total.priced))
         if limits.budget_mode == "enforce":
-            raise LimitExceeded(f"the run spent ${self.spent_usd:.4f}, over its budget of "
+            raise LimitExceeded(f"the run spent ${spent:.4f}, over its budget of "
                                 f"${budget:.2f}", limit="budget", step=step)
 
     def _check_interrupt(self) -> None:
@@ -564,4 +560,5 @@ class Handoff(RunError):
 
 
 # What the outside world gave a run; not kept when recording is off.
-UNRECORDED_EVENTS = ("model_exchange", "script_output", "mcp_called")
+# (a model call's `model_exchange` is kept without its content: steps/agent.py `exchange`)
+UNRECORDED_EVENTS = ("script_output", "mcp_called")

@@ -22,6 +22,7 @@ from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
+    from podium.events.spend import RunSpend
     from podium.steps.state import RunState
 
 MAX_DEPTH = 10
@@ -35,7 +36,7 @@ class _Existing:
     state: RunState | None
     start: str | None
     start_seq: int
-    usage: dict[str, Usage]
+    spent: RunSpend  # what it spent (events/spend.py), sub-workflows of its own included
     # the events after its last checkpoint (a dialog it parked in goes on from there)
     tail: list[dict[str, Any]] = field(default_factory=list)
 
@@ -99,7 +100,7 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
     store = parent.store
     if store is None:
         return None
-    from podium.engine.history import fold_events, usage_from_events
+    from podium.engine.history import fold_events, stored_spend
 
     for run in store.list_runs(parent=parent.run_id, limit=10_000):
         opts = run.options or {}
@@ -107,7 +108,7 @@ def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Ex
                 (step, iteration, slot):
             continue
         events = store.events(run.id)
-        usage = usage_from_events(events)
+        usage = stored_spend(store, run.id, events)
         last = max((int(e["seq"]) for e in events), default=0)
         if run.status == "success":
             return _Existing(run.id, run.status, run.output, None, None, last, usage)
@@ -158,7 +159,10 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         f"{step.name}[{extra['_index']}]" if "_index" in extra else step.name)
     existing = _existing_child(parent, step.name, it, slot)
     if existing is not None and existing.status == "success":
-        rows = {f"{step.name}/{k}": u for k, u in existing.usage.items()}
+        from podium.engine.history import usage_rows
+
+        # (what it spent is in its parent's resumed count already: engine/history.py)
+        rows = {f"{step.name}/{k}": u for k, u in usage_rows(existing.spent).items()}
         return StepOutcome(existing.output or {}, usage=_total(rows), usage_rows=rows,
                            details={"child_run_id": existing.run_id, "reused": True})
     inputs = (existing.state.inputs if existing is not None and existing.state is not None
@@ -199,7 +203,7 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     if parent.child_hook is not None:
         parent.child_hook(child, step.name, it, slot)
     if existing is not None:
-        child.restore_usage(existing.usage)
+        child.restore_spend(existing.spent)
         from podium.engine.history import parked_dialog
 
         first = existing.start or child_wf.workflow.entry_point
@@ -217,7 +221,12 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
             child.run_id, child_wf.workflow.name, str(path), file_hash(path), inputs,
             parent_run_id=parent.run_id,
             options={"parent_step": step.name, "parent_iteration": it, "slot": slot}))
-    result = child.run(existing.start if existing else None)
+    mark = child.meter.mark()
+    try:
+        result = child.run(existing.start if existing else None)
+    finally:  # what the child spent now counts in its parent's spend and budget
+        parent.meter.add_child(step.name, child.meter.calls_since(mark),
+                               call.run.group)
     rows = {f"{step.name}/{k}": u for k, u in child.usage_by_step.items()}
     details: dict[str, Any] = {"child_run_id": child.run_id, "usage_rows": rows}
     where = f"sub-workflow '{step.workflow}' (run {child.run_id})"

@@ -162,6 +162,10 @@ class ModelExchange(Event):
     context_tokens: int | None = None
     context_window: int | None = None
     group: str | None = None  # a group member's: it commits with the member's end
+    # the API requests behind an answer of more than one (a tool loop), each with its tokens
+    # and finish_reason; None when the answer took one request (the fields above are it).
+    # The tokens and cost above are their sum, with the failed attempts a retry paid for.
+    requests: list[dict[str, Any]] | None = None
 
 
 class ModelDelta(Event):

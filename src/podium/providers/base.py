@@ -94,13 +94,14 @@ class Reply:
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Tokens a failed call had already spent (they are paid for even so)."""
+    """Tokens of one API call (a failed call's are paid for even so)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     model: str | None = None
+    finish_reason: str | None = None  # why the call stopped, as the API says it
 
 
 class ProviderError(RunError):

@@ -194,7 +194,7 @@ class LoopSession(ABC):
                 turn = self._call()
                 calls.append(TokenUsage(turn.input_tokens, turn.output_tokens,
                                         turn.cached_tokens, turn.cache_write_tokens,
-                                        turn.model or self.request.model))
+                                        turn.model or self.request.model, turn.stop))
                 self.messages.append(turn.message)
                 if self.final(turn):
                     return Reply(turn.text, turn.data, sum(c.input_tokens for c in calls),

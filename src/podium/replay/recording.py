@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from podium.events.spend import RunSpend, fold_spend
 from podium.providers.base import call_key
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ class Recording:
     grants: list[int] = field(default_factory=list)
     trajectory: list[TrajectoryStep] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)  # per agent: spend's rows
+    spend: RunSpend = field(default_factory=RunSpend)
     children: dict[tuple[str, int, str], Recording] = field(default_factory=dict)
     instructions: dict[str, str] = field(default_factory=dict)  # run_started's
     guidance: list[tuple[int, str]] = field(default_factory=list)  # (seq, text)
@@ -111,17 +113,9 @@ def recording_from_events(events: list[dict[str, Any]],
     rec.exchanges = {k: sorted(v, key=lambda x: int(x.get("attempt", 1)))
                      for k, v in exchanges.items()}
     rec.gates = dict(gates)
-    for e in events:
-        if e["type"] == "step_finished" and (e.get("input_tokens") or e.get("output_tokens")):
-            row = rec.usage.setdefault(e["step"], {"input_tokens": 0, "output_tokens": 0,
-                                                   "cost_usd": 0.0, "priced": True,
-                                                   "model": e.get("model")})
-            row["input_tokens"] += int(e.get("input_tokens", 0))
-            row["output_tokens"] += int(e.get("output_tokens", 0))
-            if e.get("cost_usd") is None:
-                row["priced"] = False
-            else:
-                row["cost_usd"] += float(e["cost_usd"])
+    # what it spent, per agent: the fold of its model calls and its children's (events/spend.py)
+    rec.spend = fold_spend(events, [(key[0], child.spend) for key, child in rec.children.items()])
+    rec.usage = {name: s.as_json() for name, s in rec.spend.by_agent.items()}
     return rec
 
 

@@ -328,6 +328,25 @@ def reply_facts(reply: Reply, provider: str, model: str | None) -> dict[str, Any
             "context_window": context_window(model, provider) if used is not None else None}
 
 
+def exchange(run: RunServices, reply: Reply, this: Usage, request: dict[str, Any],
+             **where: Any) -> ModelExchange:
+    """The `model_exchange` of one answer. Its figures are what the answer cost (`this`: the
+    requests behind it, with the failed attempts a retry paid for), each request's tokens and
+    finish reason when there were several; with recording off (--no-record) the figures are
+    kept and the content is not (what a run spent is the sum of these: events/spend.py)."""
+    requests = [{"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                 "cached_tokens": c.cached_tokens, "finish_reason": c.finish_reason}
+                for c in reply.calls] if len(reply.calls) > 1 else None
+    text = reply.text
+    if not run.options.record:
+        request, text = {}, ""
+    return ModelExchange(request=request, response_text=text, input_tokens=this.input_tokens,
+                         output_tokens=this.output_tokens, cached_tokens=this.cached_tokens,
+                         api_calls=len(reply.calls) or 1, requests=requests,
+                         cost_usd=this.cost_usd if this.priced else None, group=run.group,
+                         **where)
+
+
 def execute_agent(call: StepCall) -> StepOutcome:
     step = call.step
     assert isinstance(step, AgentStep)
@@ -365,15 +384,11 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
         reply, this = _send(call, plan, session, message, (sent, usage))
         sent += [message, reply.text]
         usage = replace(usage + this, model=reply.model or req.model)
-        run.bus.emit(ModelExchange(
-            step=name, iteration=it, attempt=attempt, provider=req.provider,
-            model=reply.model or req.model, request={
-                "message": message, "system": req.system_prompt, "schema": req.output_schema,
-                "tools": req.tools, **offered},
-            response_text=reply.text, input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
-            elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None, call=req.call, group=run.group,
+        run.bus.emit(exchange(run, reply, this, {
+            "message": message, "system": req.system_prompt, "schema": req.output_schema,
+            "tools": req.tools, **offered}, step=name, iteration=it, attempt=attempt,
+            provider=req.provider, model=reply.model or req.model,
+            elapsed=run.clock.monotonic() - started, call=req.call,
             **reply_facts(reply, req.provider, reply.model or req.model)))
         if req.output_schema is None:
             return StepOutcome({"result": reply.text}, usage=usage)
@@ -385,11 +400,13 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
             kind = ("its answer is JSON podium does not take" if refused
                     else "its answer is not valid JSON" if reason == "syntax"
                     else "its answer breaks the output schema")
-            raise OutputContractError(
+            broke = OutputContractError(
                 f"{kind} after {attempt} attempt(s): {error}"
                 + (" (consider output_mode: raw for long prose)"
                    if reason == "syntax" and not refused else ""),
                 step=name, iteration=it, details={"answer": reply.text[:2000]})
+            _spend_details(broke, usage)  # its calls were paid for all the same
+            raise broke
         run.bus.emit(ParseRecovery(step=name, iteration=it, attempt=attempt,
                                    max_attempts=max_fix, reason=reason,
                                    error=(error or "")[:500]))

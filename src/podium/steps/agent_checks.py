@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from podium.errors import LimitExceeded, StepError
-from podium.events.model import ModelCall, ModelExchange, PromptRendered
+from podium.events.model import ModelCall, PromptRendered
 from podium.language.model import AgentStep
 from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.retry import PolicyRetrier, RetryPolicy
@@ -29,6 +29,7 @@ from podium.steps.agent import (
     _plan,
     _timeout,
     _usage,
+    exchange,
     reply_facts,
     reserve,
 )
@@ -239,14 +240,11 @@ class SideSession:
         agent.spend.add(self.part, this)
         self.sent += 1
         self.said += [text, reply.text]
-        run.bus.emit(ModelExchange(
-            step=req.step, iteration=req.iteration, attempt=self.sent, provider=req.provider,
-            model=reply.model or req.model, request={
-                "message": text, "system": req.system_prompt, "schema": req.output_schema,
-                "tools": []}, response_text=reply.text, input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens, cached_tokens=reply.cached_tokens,
-            elapsed=run.clock.monotonic() - started, api_calls=len(reply.calls) or 1,
-            cost_usd=this.cost_usd if this.priced else None, call=req.call, group=run.group,
+        run.bus.emit(exchange(run, reply, this, {
+            "message": text, "system": req.system_prompt, "schema": req.output_schema,
+            "tools": []}, step=req.step, iteration=req.iteration, attempt=self.sent,
+            provider=req.provider, model=reply.model or req.model,
+            elapsed=run.clock.monotonic() - started, call=req.call,
             **reply_facts(reply, req.provider, reply.model or req.model)))
         return reply, this
 

@@ -385,13 +385,8 @@ class SQLCore:
         if t == "step_started":
             return [(q.sql("UPDATE runs SET current_step = ?, status = 'running' WHERE id = ?"),
                      (d.step, event.run_id))]
-        if t in ("step_finished", "step_failed") and d.group is None:
-            # A group member's usage is in its group's own step_finished: counted once there.
-            return [(q.sql("UPDATE runs SET "
-                           "input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-                           f"cost_usd = cost_usd + ?, cost_partial = {q.either} WHERE id = ?"),
-                     (d.input_tokens, d.output_tokens, d.cost_usd or 0.0,
-                      int(not d.priced), event.run_id))]
+        if t == "model_exchange":
+            return [self._spent(d)]
         if t == "checkpoint":
             return [(q.sql("UPDATE runs SET iterations = ? WHERE id = ?"),
                      (d.run_iteration, event.run_id))]
@@ -407,6 +402,21 @@ class SQLCore:
                       d.step if d.status in ("waiting", "error", "limit", "interrupted")
                       else d.terminal, d.iterations, event.run_id))]
         return []
+
+    def _spent(self, d: Any) -> _Write:
+        """A run's tokens and cost are the sum of its model calls (events/spend.py), each
+        also counted in the runs above it (a sub-workflow's calls are its parents' spend)."""
+        q = self.SQL
+        unpriced = int(d.cost_usd is None and bool(d.input_tokens or d.output_tokens))
+        add = ("UPDATE runs SET input_tokens = input_tokens + ?, output_tokens = "
+               f"output_tokens + ?, cost_usd = cost_usd + ?, cost_partial = {q.either} ")
+        figures = (d.input_tokens, d.output_tokens, d.cost_usd or 0.0, unpriced)
+        if d.parent_run_id is None:
+            return q.sql(add + "WHERE id = ?"), (*figures, d.run_id)
+        return (q.sql(add + "WHERE id IN (WITH RECURSIVE up(id) AS (SELECT ? UNION "
+                      "SELECT r.parent_run_id FROM runs r JOIN up ON r.id = up.id "
+                      "WHERE r.parent_run_id IS NOT NULL) SELECT id FROM up)"),
+                (*figures, d.run_id))
 
     def handle(self, event: Event) -> None:
         self.append_event(event)

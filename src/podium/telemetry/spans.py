@@ -153,6 +153,12 @@ class TraceSink:
         run = self.runs.pop(e.run_id, None)
         if run is None:
             return
+        parent = self.runs.get(e.parent_run_id) if e.parent_run_id else None
+        if parent is not None:  # a sub-workflow's calls are its parent's spend too
+            parent.input_tokens += run.input_tokens
+            parent.output_tokens += run.output_tokens
+            parent.cost += run.cost
+            parent.priced = parent.priced and run.priced
         self._end_all(run, e.ts)
         failed = e.status in ("failed", "error", "limit")
         run.span.set_attributes(_clean({
@@ -222,11 +228,6 @@ class TraceSink:
         if run is None:
             return
         found = run.steps.pop((e.step, e.iteration), None)
-        run.input_tokens += e.input_tokens
-        run.output_tokens += e.output_tokens
-        if e.cost_usd is not None:
-            run.cost += e.cost_usd
-        run.priced = run.priced and e.priced
         if found is None:
             return
         span = found[0]
@@ -247,10 +248,6 @@ class TraceSink:
         run = self.runs.get(e.run_id)
         if run is None:
             return
-        run.input_tokens += e.input_tokens
-        run.output_tokens += e.output_tokens
-        if e.cost_usd is not None:
-            run.cost += e.cost_usd
         found = run.steps.pop((e.step, e.iteration), None)
         if found is None:
             return
@@ -284,31 +281,55 @@ class TraceSink:
             run.prompts[(e.step, e.iteration, e.call)] = e
 
     def _on_model_exchange(self, e: ev.ModelExchange) -> None:
+        """One `chat` span per API request: an answer that took several (a tool loop) has its
+        requests in `requests`, each with its tokens and finish reason; the answer's interval
+        is shared among them in order (the events time the answer, not each request)."""
         run = self.runs.get(e.run_id)
         if run is None:
             return
+        run.input_tokens += e.input_tokens
+        run.output_tokens += e.output_tokens
+        run.cost += e.cost_usd or 0.0
+        run.priced = run.priced and (e.cost_usd is not None or not (e.input_tokens
+                                                                     or e.output_tokens))
+        finish = getattr(e, "finish_reason", None)
+        requests = e.requests or [{"input_tokens": e.input_tokens,
+                                   "output_tokens": e.output_tokens,
+                                   "cached_tokens": e.cached_tokens, "finish_reason": finish}]
+        start, share = e.ts - e.elapsed, e.elapsed / len(requests)
+        for i, req in enumerate(requests):
+            last = i == len(requests) - 1
+            self._chat_span(run, e, req, start + i * share, e.ts if last else
+                            start + (i + 1) * share, answer=last)
+
+    def _chat_span(self, run: _Run, e: ev.ModelExchange, req: dict[str, Any], begin: float,
+                   end: float, *, answer: bool) -> None:
         prompt = run.prompts.get((e.step, e.iteration, e.call))
         request_model = (prompt.model if prompt is not None else None) or e.model
-        finish = getattr(e, "finish_reason", None)
+        finish = req.get("finish_reason")
+        several = e.requests is not None
         span = self._start(f"chat {request_model or e.provider}",
-                           self._step_span(run, e.step, e.iteration), e.ts - e.elapsed, {
+                           self._step_span(run, e.step, e.iteration), begin, {
                                "gen_ai.operation.name": "chat",
                                "gen_ai.provider.name": PROVIDER_NAMES.get(e.provider,
                                                                           e.provider),
                                "gen_ai.request.model": request_model,
                                "gen_ai.response.model": e.model,
-                               "gen_ai.usage.input_tokens": e.input_tokens,
-                               "gen_ai.usage.output_tokens": e.output_tokens,
-                               "gen_ai.usage.cache_read.input_tokens": e.cached_tokens or None,
+                               "gen_ai.usage.input_tokens": req.get("input_tokens", 0),
+                               "gen_ai.usage.output_tokens": req.get("output_tokens", 0),
+                               "gen_ai.usage.cache_read.input_tokens":
+                                   req.get("cached_tokens") or None,
                                "gen_ai.response.finish_reasons": [finish] if finish else None,
                                "podium.request.reasoning_effort":
                                    prompt.reasoning_effort if prompt is not None else None,
                                "podium.model.call": e.call, "podium.model.attempt": e.attempt,
                                "podium.model.api_calls": e.api_calls,
-                               "podium.provider": e.provider, "podium.cost_usd": e.cost_usd,
+                               "podium.provider": e.provider,
+                               # the answer's cost, on the request that gave the answer
+                               "podium.cost_usd": e.cost_usd if answer else None,
                                "podium.step.name": e.step},
                            SpanKind.CLIENT)
-        if self.capture:
+        if self.capture and (answer or not several):
             system = e.request.get("system") or (prompt.system_prompt if prompt else None)
             if system:
                 span.set_attribute("gen_ai.system_instructions", _text(
@@ -319,7 +340,7 @@ class TraceSink:
             span.set_attribute("gen_ai.output.messages", _text(
                 [{"role": "assistant", "parts": [{"type": "text", "content": e.response_text}],
                   **({"finish_reason": finish} if finish else {})}]))
-        span.end(_ns(e.ts))
+        span.end(_ns(end))
 
     def _tool_span(self, e: ev.ToolCalled | ev.McpCalled, source: str | None,
                    arguments: Any, result: Any) -> None:
