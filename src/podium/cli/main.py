@@ -477,6 +477,35 @@ def graph(
     raise typer.Exit(graph_command(file, output_format))
 
 
+@app.command()
+def explore(
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False,
+                                         metavar="FILE")],
+    require: Annotated[list[str] | None, typer.Option(
+        "--require", "-r", metavar="PROPERTY",
+        help="A property every trajectory must keep (repeatable): 'STEP before OUTCOME', "
+        "'never OUTCOME' or 'STEP at most N'.")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.",
+                                               metavar="FORMAT")] = "text",
+    emit_tests: Annotated[Path | None, typer.Option(
+        "--emit-tests", metavar="DIR",
+        help="Write workflow tests (*.test.yaml) that drive one witness per route.")] = None,
+    max_states: Annotated[int | None, typer.Option(
+        "--max-states", metavar="N", help="Stop after N states (default 200,000).")] = None,
+) -> None:
+    """Explore every trajectory the workflow can take, before it runs: each outcome's reach,
+    step range and a witness; findings; properties.
+
+    Exit codes: 0 no error finding and every property holds, 1 a property fails or an error
+    finding, 2 invalid workflow or usage.
+    """
+    from podium.cli.explore_cmd import explore_command
+    ready()
+
+    raise typer.Exit(explore_command(file, require or [], output_format, emit_tests,
+                                     max_states))
+
+
 @app.command("test")
 def workflow_tests(
     paths: Annotated[list[Path] | None, typer.Argument(
