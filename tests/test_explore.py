@@ -124,6 +124,21 @@ def test_emitted_tests_pass_with_full_route_coverage(tmp_path: Path) -> None:
     assert "route coverage: 17/17 routes and options taken (100%)" in tested.stdout
 
 
+def test_graph_overlay_greys_untaken_routes_and_gives_step_ranges(tmp_path: Path) -> None:
+    flow = EXAMPLES / "review-counter" / "workflow.yaml"
+    mermaid = run_cli(tmp_path, "graph", flow, "--explore")
+    assert mermaid.returncode == 0, mermaid.stderr
+    assert "success: success · 7 steps" in mermaid.stdout
+    assert "counter_reset: failed · unreachable" in mermaid.stdout
+    grey = [line for line in mermaid.stdout.splitlines() if line.strip().startswith("linkStyle")]
+    assert len(grey) == 1 and "stroke-dasharray" in grey[0]
+    dot = run_cli(tmp_path, "graph", flow, "--explore", "--format", "dot")
+    dashed = [line for line in dot.stdout.splitlines() if "style=dashed" in line]
+    assert [line.split("->")[1].split("[")[0].strip() for line in dashed] == ['"counter_reset"']
+    plain = run_cli(tmp_path, "graph", flow)
+    assert "linkStyle" not in plain.stdout and "7 steps" not in plain.stdout
+
+
 # ---------------------------------------------------------------------- findings
 
 FINDINGS = """

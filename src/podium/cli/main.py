@@ -469,12 +469,15 @@ def graph(
     file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False, metavar="FILE")],
     output_format: Annotated[str, typer.Option("--format", "-f",
                                                help="mermaid or dot.", metavar="FORMAT")] = "mermaid",
+    overlay: Annotated[bool, typer.Option(
+        "--explore", help="Grey the routes no value can take and give each outcome its step "
+        "range (podium explore).")] = False,
 ) -> None:
     """Draw the route graph: steps, routes with conditions, gate options, terminals."""
     from podium.cli.graph_cmd import graph_command
     ready()
 
-    raise typer.Exit(graph_command(file, output_format))
+    raise typer.Exit(graph_command(file, output_format, overlay))
 
 
 @app.command()

@@ -219,7 +219,28 @@ def _layout_file(path: Path) -> dict[str, Any]:
     if result.model is None or result.sink.errors:
         return {"graph": None, "warning": "the workflow file is no longer valid; the graph "
                 "shows only what the run did"}
-    return {"graph": layout(*graph_of_workflow(result.model))}
+    graph = layout(*graph_of_workflow(result.model))
+    _explore_overlay(graph, result)
+    return {"graph": graph}
+
+
+def _explore_overlay(graph: dict[str, Any], result: Any) -> None:
+    """Grey the edges no value can take and give each terminal its step range (podium
+    explore, bounded for the console); a workflow explore cannot finish gets no overlay."""
+    from podium.explore.overlay import CONSOLE_MAX_STATES, overlay_of
+
+    try:
+        found = overlay_of(result, CONSOLE_MAX_STATES)
+    except Exception:  # an overlay is an extra: the graph stands without it
+        return
+    if not found.complete:
+        return
+    for edge in graph["edges"]:
+        edge["unreachable"] = (edge["src"], edge["index"]) in found.unreachable and \
+            edge["kind"] in ("when", "default", "option")
+    for node in graph["nodes"]:
+        if node["id"] in found.ranges:
+            node["detail"]["steps"] = found.ranges[node["id"]]
 
 
 # ----------------------------------------------------------------------------- actions
