@@ -131,12 +131,14 @@ def test_graph_overlay_greys_untaken_routes_and_gives_step_ranges(tmp_path: Path
     assert "success: success · 7 steps" in mermaid.stdout
     assert "counter_reset: failed · unreachable" in mermaid.stdout
     grey = [line for line in mermaid.stdout.splitlines() if line.strip().startswith("linkStyle")]
-    assert len(grey) == 1 and "stroke-dasharray" in grey[0]
+    assert len(grey) == 1
+    assert "stroke-dasharray" in grey[0]
     dot = run_cli(tmp_path, "graph", flow, "--explore", "--format", "dot")
     dashed = [line for line in dot.stdout.splitlines() if "style=dashed" in line]
     assert [line.split("->")[1].split("[")[0].strip() for line in dashed] == ['"counter_reset"']
     plain = run_cli(tmp_path, "graph", flow)
-    assert "linkStyle" not in plain.stdout and "7 steps" not in plain.stdout
+    assert "linkStyle" not in plain.stdout
+    assert "7 steps" not in plain.stdout
 
 
 # ---------------------------------------------------------------------- findings
