@@ -136,10 +136,10 @@ def to_dot(wf: WorkflowFile, greyed: set[tuple[str, int]] | None = None,
                 label = f"option: {e.label}"
             elif e.kind == "default" and len(g.succ[name]) > 1:
                 label = "otherwise"
-            attrs = [f'label="{_dot_text(label)}"'] if label else []
+            edge_attrs = [f'label="{_dot_text(label)}"'] if label else []
             if (name, e.index) in greyed:
-                attrs.append('color="#bbbbbb", fontcolor="#999999", style=dashed')
-            extra = f" [{', '.join(attrs)}]" if attrs else ""
+                edge_attrs.append('color="#bbbbbb", fontcolor="#999999", style=dashed')
+            extra = f" [{', '.join(edge_attrs)}]" if edge_attrs else ""
             lines.append(f'  "{_dot_text(name)}" -> "{_dot_text(e.dst)}"{extra};')
     if used_end:
         end = f"\\n{_dot_text(ranges[END])}" if END in ranges else ""
