@@ -348,6 +348,37 @@ def test_groups_and_sub_workflows(tmp_path: Path) -> None:
     assert any("child_failed" in label for label in labels)
 
 
+def test_a_lenient_scripts_json_keys_are_branched_on_and_the_tests_drive_them(
+        tmp_path: Path) -> None:
+    # No output schema: Conductor merges the keys of the JSON object the script prints, and
+    # the routes read `status` bare.
+    path = write(tmp_path, """
+        workflow: {name: poll, entry_point: check, limits: {max_iterations: 6}}
+        agents:
+          - name: check
+            type: script
+            command: python
+            args: ["-c", "print('{\\"status\\": \\"ready\\"}')"]
+            routes:
+              - to: done
+                when: "status == 'ready'"
+              - to: check
+          - name: done
+            type: terminate
+            status: success
+            reason: ready
+        """)
+    found = _explore(path)
+    assert [e.move.value["status"] for e in found.space.edges[0]] == ["ready", "other"]
+    assert _outcome(found, "done").reachable
+    assert _outcome(found, MAX_ITER).reachable
+    out = tmp_path / "emitted"
+    assert run_cli(tmp_path, "explore", path, "--emit-tests", out).returncode == 0
+    tested = run_cli(tmp_path, "test", out, cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout[-2000:]
+    assert "(100%)" in tested.stdout
+
+
 def test_unreadable_property_is_refused_before_the_search(tmp_path: Path) -> None:
     result = validate_file(DEV_REVIEW)
     with pytest.raises(PropertyError, match="is not a step"):

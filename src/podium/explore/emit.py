@@ -98,7 +98,7 @@ def _answers(space: Space, result: LoadResult, trail: list[tuple[int, Edge]],
             stub: dict[str, Any] = {"exit_code": value.get("exit_code", 0)}
             fields = {k: v for k, v in value.items() if k not in ("stdout", "stderr",
                                                                    "exit_code")}
-            if step.output:
+            if step.output or fields:  # a JSON object on stdout (merged into the output)
                 stub["output"] = fields
             else:
                 stub["stdout"] = value.get("stdout", "")

@@ -70,11 +70,15 @@ class Literals:
         self.words: set[str] = set()
         self.comparisons: list[Comparison] = []
         self._texts: list[tuple[str | None, set[str]]] = []
+        self._owned: dict[str, list[Comparison]] = {}
         for owner, text in texts:
             words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
             self.words.update(words)
             self._texts.append((owner, words))
-            self.comparisons.extend(_comparisons(text))
+            found = list(_comparisons(text))
+            self.comparisons.extend(found)
+            if owner is not None:
+                self._owned.setdefault(owner, []).extend(found)
 
     def mentions(self, name: str, step: str | None = None) -> bool:
         """Whether a routing text may read `name` (of `step`'s output, when given): the
@@ -87,6 +91,18 @@ class Literals:
             if step is None or owner == step or step in words or f"{step}_output" in words:
                 return True
         return False
+
+    def compared_by(self, step: str) -> dict[str, Spec]:
+        """Fields the step's own route conditions compare with a literal, each with the
+        type its literals have: what a script's undeclared stdout JSON must hold for its
+        routes to read it (Conductor merges every key of a script's JSON object)."""
+        out: dict[str, Spec] = {}
+        for c in self._owned.get(step, []):
+            lit = c.literal[0] if isinstance(c.literal, list) and c.literal else c.literal
+            kind = ("boolean" if isinstance(lit, bool) else "number"
+                    if isinstance(lit, (int, float)) else "string")
+            out.setdefault(c.field, Spec(kind))
+        return out
 
     def for_field(self, name: str) -> list[Comparison]:
         return [c for c in self.comparisons if c.field == name]
