@@ -352,16 +352,18 @@ def check_property(text: str, explorer: Explorer, space: Space) -> Property:
 def _outcome(word: str, known: set[str]) -> str:
     name = ALIASES.get(word, word)
     if name not in known:
+        hint = did_you_mean(word, sorted(known))
         raise PropertyError(f"'{word}' is not an outcome of this workflow"
-                            f"{did_you_mean(word, sorted(known)) or ''} (outcomes: "
+                            f"{f' ({hint})' if hint else ''} (outcomes: "
                             f"{', '.join(sorted(known))})")
     return name
 
 
 def _step(word: str, known: set[str]) -> str:
     if word not in known:
+        hint = did_you_mean(word, sorted(known))
         raise PropertyError(f"'{word}' is not a step of this workflow"
-                            f"{did_you_mean(word, sorted(known)) or ''}")
+                            f"{f' ({hint})' if hint else ''}")
     return word
 
 
