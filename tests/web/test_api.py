@@ -88,6 +88,13 @@ def test_graph_of_a_run(console: Live, store: Store) -> None:
     assert edges["count->previous#2"]["label"] == "otherwise"
     assert edges["count->success#1"]["label"] == "count.output >= 3"
     assert all(e["path"].startswith("M") for e in g["edges"])
+    # podium explore's overlay: the counter's guard can never hold, so its route is greyed,
+    # and each terminal carries its step range
+    assert edges["count->counter_reset#0"]["unreachable"] is True
+    assert edges["count->success#1"]["unreachable"] is False
+    steps = {n["id"]: n["detail"].get("steps") for n in g["nodes"]}
+    assert steps["success"] == "7 steps"
+    assert steps["counter_reset"] == "unreachable"
 
 
 def test_graph_falls_back_to_the_events_when_the_file_is_gone(tmp_path: Path) -> None:

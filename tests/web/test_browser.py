@@ -191,6 +191,20 @@ def test_a_running_workflow_graph_follows_the_run(page: Any, world: World) -> No
     wait_status(world.home, world.runs["running"], ("success",))
 
 
+def test_the_graph_greys_the_routes_no_value_can_take(page: Any, world: World) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{world.serve.base}/runs/{world.runs['counter']}#token={world.serve.token}")
+    expect(page.locator('[data-node="success"]')).to_have_class(re.compile(r"\bvisited\b"))
+    greyed = page.locator("svg.graph path.edge.unreachable")
+    expect(greyed).to_have_count(1)  # count -> counter_reset: its guard can never hold
+    expect(greyed.locator("title")).to_contain_text("podium explore")
+    expect(page.locator('[data-node="success"] text.sub')).to_contain_text("7 steps")
+    expect(page.locator('[data-node="counter_reset"] text.sub')).to_contain_text("unreachable")
+    stroke = greyed.evaluate("e => getComputedStyle(e).strokeDasharray")
+    assert stroke not in ("", "none")
+
+
 def test_a_gate_answered_by_a_click_resumes_the_run(page: Any, world: World) -> None:
     from playwright.sync_api import expect
 

@@ -28,8 +28,15 @@ def _condition(when: str) -> str:
     return inner
 
 
-def to_mermaid(wf: WorkflowFile) -> str:
+def to_mermaid(wf: WorkflowFile, greyed: set[tuple[str, int]] | None = None,
+               ranges: dict[str, str] | None = None) -> str:
+    """The graph as Mermaid; `greyed` edges (source, route or option index) are drawn dashed
+    and grey, and `ranges` adds a step range to terminal nodes (`podium graph --explore`)."""
     g = RouteGraph.build(wf)
+    greyed = greyed or set()
+    ranges = ranges or {}
+    links = 1  # the start link is link 0
+    grey_links: list[int] = []
     steps = {s.name: s for s in reversed(wf.agents)}
     lines = ["flowchart TD", f"  start((start)) --> {_mermaid_id(wf.workflow.entry_point)}"]
     used_end = False
@@ -38,7 +45,8 @@ def to_mermaid(wf: WorkflowFile) -> str:
         nid = _mermaid_id(name)
         kind = g.kinds.get(name, "agent")
         if isinstance(step, TerminateStep):
-            label = _mermaid_text(f"{name}: {step.status}")
+            extra = f" · {ranges[name]}" if name in ranges else ""
+            label = _mermaid_text(f"{name}: {step.status}{extra}")
             lines.append(f'  {nid}(["{label}"])')
             lines.append(f"  class {nid} {'success' if step.status == 'success' else 'failed'}")
         elif isinstance(step, HumanGateStep):
@@ -67,8 +75,15 @@ def to_mermaid(wf: WorkflowFile) -> str:
                 lines.append(f'  {src} -->|"{_mermaid_text(label)}"| {dst}')
             else:
                 lines.append(f"  {src} --> {dst}")
+            if (name, e.index) in greyed:
+                grey_links.append(links)
+            links += 1
     if used_end:
-        lines.append("  finish((($end)))")
+        end = f" · {ranges[END]}" if END in ranges else ""
+        lines.append(f'  finish((("$end{_mermaid_text(end)}")))' if end else "  finish((($end)))")
+    if grey_links:
+        lines.append(f"  linkStyle {','.join(map(str, grey_links))} "
+                     "stroke:#bbbbbb,color:#999999,stroke-dasharray:4 4")
     lines.append("  classDef success fill:#d4f7d4,stroke:#2e7d32")
     lines.append("  classDef failed fill:#fde2e2,stroke:#c62828")
     return "\n".join(lines) + "\n"
@@ -80,8 +95,12 @@ def _dot_text(text: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def to_dot(wf: WorkflowFile) -> str:
+def to_dot(wf: WorkflowFile, greyed: set[tuple[str, int]] | None = None,
+           ranges: dict[str, str] | None = None) -> str:
+    """The graph as DOT, with the same `greyed` edges and terminal `ranges` as to_mermaid."""
     g = RouteGraph.build(wf)
+    greyed = greyed or set()
+    ranges = ranges or {}
     steps = {s.name: s for s in reversed(wf.agents)}
     lines = [f'digraph "{_dot_text(wf.workflow.name)}" {{', "  rankdir=TB;",
              '  node [fontname="Helvetica"]; edge [fontname="Helvetica", fontsize=10];',
@@ -95,7 +114,8 @@ def to_dot(wf: WorkflowFile) -> str:
         attrs = "shape=box, style=rounded"
         if isinstance(step, TerminateStep):
             color = "#d4f7d4" if step.status == "success" else "#fde2e2"
-            label = f"{_dot_text(name)}\\n{step.status}"
+            extra = f" · {_dot_text(ranges[name])}" if name in ranges else ""
+            label = f"{_dot_text(name)}\\n{step.status}{extra}"
             attrs = f'shape=doubleoctagon, style=filled, fillcolor="{color}"'
         elif isinstance(step, HumanGateStep):
             attrs = "shape=hexagon"
@@ -116,9 +136,13 @@ def to_dot(wf: WorkflowFile) -> str:
                 label = f"option: {e.label}"
             elif e.kind == "default" and len(g.succ[name]) > 1:
                 label = "otherwise"
-            extra = f' [label="{_dot_text(label)}"]' if label else ""
+            edge_attrs = [f'label="{_dot_text(label)}"'] if label else []
+            if (name, e.index) in greyed:
+                edge_attrs.append('color="#bbbbbb", fontcolor="#999999", style=dashed')
+            extra = f" [{', '.join(edge_attrs)}]" if edge_attrs else ""
             lines.append(f'  "{_dot_text(name)}" -> "{_dot_text(e.dst)}"{extra};')
     if used_end:
-        lines.append(f'  "{END}" [shape=doublecircle, label="end"];')
+        end = f"\\n{_dot_text(ranges[END])}" if END in ranges else ""
+        lines.append(f'  "{END}" [shape=doublecircle, label="end{end}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"

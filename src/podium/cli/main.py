@@ -469,12 +469,44 @@ def graph(
     file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False, metavar="FILE")],
     output_format: Annotated[str, typer.Option("--format", "-f",
                                                help="mermaid or dot.", metavar="FORMAT")] = "mermaid",
+    overlay: Annotated[bool, typer.Option(
+        "--explore", help="Grey the routes no value can take and give each outcome its step "
+        "range (podium explore).")] = False,
 ) -> None:
     """Draw the route graph: steps, routes with conditions, gate options, terminals."""
     from podium.cli.graph_cmd import graph_command
     ready()
 
-    raise typer.Exit(graph_command(file, output_format))
+    raise typer.Exit(graph_command(file, output_format, overlay))
+
+
+@app.command()
+def explore(
+    file: Annotated[Path, typer.Argument(help="The workflow file.", show_default=False,
+                                         metavar="FILE")],
+    require: Annotated[list[str] | None, typer.Option(
+        "--require", "-r", metavar="PROPERTY",
+        help="A property every trajectory must keep (repeatable): 'STEP before OUTCOME', "
+        "'never OUTCOME' or 'STEP at most N'.")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.",
+                                               metavar="FORMAT")] = "text",
+    emit_tests: Annotated[Path | None, typer.Option(
+        "--emit-tests", metavar="DIR",
+        help="Write workflow tests (*.test.yaml) that drive one witness per route.")] = None,
+    max_states: Annotated[int | None, typer.Option(
+        "--max-states", metavar="N", help="Stop after N states (default 200,000).")] = None,
+) -> None:
+    """Explore every trajectory the workflow can take, before it runs: each outcome's reach,
+    step range and a witness; findings; properties.
+
+    Exit codes: 0 no error finding and every property holds, 1 a property fails or an error
+    finding, 2 invalid workflow or usage.
+    """
+    from podium.cli.explore_cmd import explore_command
+    ready()
+
+    raise typer.Exit(explore_command(file, require or [], output_format, emit_tests,
+                                     max_states))
 
 
 @app.command("test")

@@ -220,9 +220,33 @@ def _layout_file(path: Path) -> dict[str, Any]:
                 "shows only what the run did"}
     from podium.events.redact import Redactor, secret_values
 
+    graph = layout(*graph_of_workflow(result.model))
+    _explore_overlay(graph, result)
+    try:
+        hide = Redactor(secret_values(result.model))
+    except PodiumError as exc:  # a declared secret too short to be told from other text
+        return {"graph": None, "warning": f"the workflow's graph is not shown: {exc}"}
     # loaded with ${VAR} expanded (in the console's environment): no secret's value is served
-    hide = Redactor(secret_values(result.model))
-    return {"graph": hide.value(layout(*graph_of_workflow(result.model)))}
+    return {"graph": hide.value(graph)}
+
+
+def _explore_overlay(graph: dict[str, Any], result: Any) -> None:
+    """Grey the edges no value can take and give each terminal its step range (podium
+    explore, bounded for the console); a workflow explore cannot finish gets no overlay."""
+    from podium.explore.overlay import CONSOLE_MAX_STATES, overlay_of
+
+    try:
+        found = overlay_of(result, CONSOLE_MAX_STATES)
+    except Exception:  # an overlay is an extra: the graph stands without it
+        return
+    if not found.complete:
+        return
+    for edge in graph["edges"]:
+        edge["unreachable"] = (edge["src"], edge["index"]) in found.unreachable and \
+            edge["kind"] in ("when", "default", "option")
+    for node in graph["nodes"]:
+        if node["id"] in found.ranges:
+            node["detail"]["steps"] = found.ranges[node["id"]]
 
 
 # ----------------------------------------------------------------------------- actions

@@ -30,7 +30,7 @@ function shape(n) {
 
 function subtitle(n) {
   const d = n.detail || {};
-  if (n.kind === 'terminate') return `terminate · ${d.status || ''}`;
+  if (n.kind === 'terminate') return `${d.status || 'terminate'}${d.steps ? ` · ${d.steps}` : ''}`;
   if (n.kind === 'agent' && d.model) return `agent · ${d.model}`;
   if (n.kind === 'workflow' && d.workflow) return `sub-workflow · ${d.workflow}`;
   if (n.kind === 'for_each') return `for each ${d.as || ''}`;
@@ -59,14 +59,15 @@ export class GraphView {
     const labelLayer = svg('g', {class: 'labels'});
     const nodeLayer = svg('g', {class: 'nodes'});
     for (const e of graph.edges) {
-      const path = svg('path', {class: `edge${e.back ? ' back' : ''}`, d: e.path, 'marker-end': 'url(#arrow)'},
-        svg('title', null, e.title || `${e.src} → ${e.dst}`));
+      const never = e.unreachable ? ' unreachable' : '';
+      const path = svg('path', {class: `edge${e.back ? ' back' : ''}${never}`, d: e.path, 'marker-end': 'url(#arrow)'},
+        svg('title', null, (e.title || `${e.src} → ${e.dst}`) + (never ? ' (no value the steps can produce takes this route: podium explore)' : '')));
       edgeLayer.append(path);
       let label = null;
       if (e.label) {
         const width = e.label_w;
         const [lx, ly] = e.label_at;
-        label = svg('g', {class: 'elabel'},
+        label = svg('g', {class: `elabel${never}`},
           svg('rect', {x: lx - width / 2, y: ly - 9, width, height: 18, rx: 4}),
           svg('text', {x: lx, y: ly + 4, 'text-anchor': 'middle'}, e.label),
           svg('title', null, e.title || e.label));
