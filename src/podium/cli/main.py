@@ -509,6 +509,44 @@ def explore(
                                      max_states))
 
 
+@app.command("eval")
+def eval_(
+    target: Annotated[Path | None, typer.Argument(
+        help="An eval spec (*.eval.yaml), or a workflow file with --dataset.",
+        show_default=False, metavar="SPEC|WORKFLOW")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        "--dataset", "-d", metavar="ROWS",
+        help="Rows (JSONL, CSV or YAML), each with inputs and optionally id, expect, "
+        "responses.")] = None,
+    variant: Annotated[list[str] | None, typer.Option(
+        "--variant", "-V", metavar="NAME=SETTINGS",
+        help="A variant (repeatable): AGENT.model=M, AGENT.provider=P, "
+        "AGENT.reasoning.effort=E (AGENT may be *), responses=FILE, @FILE; comma-separated.")
+    ] = None,
+    repeat: Annotated[int | None, typer.Option("--repeat", "-n", metavar="N",
+                                               help="Runs per row and variant.")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-j", metavar="K", help="Runs at a time (default 2).")] = None,
+    budget: Annotated[float | None, typer.Option(
+        "--budget", metavar="USD", help="Stop launching runs once the eval spent this.")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.",
+                                               metavar="FORMAT")] = "text",
+    resume: Annotated[str | None, typer.Option(
+        "--resume", metavar="ID", help="Go on with an interrupted eval.")] = None,
+) -> None:
+    """Compare variants of a workflow (models, providers, efforts, answers) over a dataset:
+    ordinary durable runs tagged eval=ID, and a report per variant.
+
+    Exit codes: 0 the eval ran and every assertion held, 1 an assertion failed, 2 invalid
+    spec or usage, 4 the budget stopped it.
+    """
+    from podium.cli.eval_cmd import EvalRequest, eval_command
+    ready()
+
+    raise typer.Exit(eval_command(EvalRequest(target, dataset, variant or [], repeat,
+                                              concurrency, budget, output_format, resume)))
+
+
 @app.command("test")
 def workflow_tests(
     paths: Annotated[list[Path] | None, typer.Argument(

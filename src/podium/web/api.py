@@ -9,6 +9,7 @@ GET  /api/runs/{id}                     one run: summary, output, open gates, ch
 GET  /api/runs/{id}/events?after=N      its events after seq N (JSON list)
 GET  /api/runs/{id}/graph               its workflow's laid-out graph
 GET  /api/runs/{id}/live                what its running steps streamed so far (live rows)
+GET  /api/evals/{id}                    an eval's report (podium eval), per variant
 GET  /api/runs/{id}/stream              SSE: `ev` (id = seq; Last-Event-ID resumes), `run`,
                                         `live` (as /live, whenever it changes)
 POST /api/runs/{id}/gates/{gate}/answer {value, text}: answer and resume
@@ -32,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from podium import __version__, jsontext
+from podium.errors import PodiumError
 from podium.store.base import RunStore
 from podium.web.actions import ActionError, Actions
 from podium.web.layout import graph_of_events, graph_of_workflow, layout
@@ -122,6 +124,20 @@ async def run_detail(request: Request) -> Response:
         return _error(404, f"no run '{_run_id(request)}'")
     # `podium run --web`: this console stops when this run ends (the page then says so)
     data["console_of_run"] = c.run_id is not None and c.run_id == data["run"]["id"]
+    return _json(data)
+
+
+async def eval_detail(request: Request) -> Response:
+    from podium.app.evals import eval_report
+
+    c = _console(request)
+    eval_id = str(request.path_params["eval_id"])
+    try:
+        data = await anyio.to_thread.run_sync(eval_report, c.store, eval_id)
+    except PodiumError as exc:  # a plan whose dataset is gone
+        return _error(409, str(exc))
+    if data is None:
+        return _error(404, f"no eval '{eval_id}'")
     return _json(data)
 
 

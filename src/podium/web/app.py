@@ -31,6 +31,7 @@ STATIC_FILES: dict[str, str] = {
     "net.js": "text/javascript; charset=utf-8",
     "runs.js": "text/javascript; charset=utf-8",
     "run.js": "text/javascript; charset=utf-8",
+    "evals.js": "text/javascript; charset=utf-8",
     "graph.js": "text/javascript; charset=utf-8",
     "steps.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
@@ -96,6 +97,7 @@ def create_app(console: Console, guard: GuardConfig) -> Guard:
     routes = [
         Route("/", page),
         Route("/runs/{run_id:str}", page),
+        Route("/evals/{eval_id:str}", page),
         Route("/static/{name:str}", static),
         Route("/favicon.ico", favicon),
         Route("/api/info", api.info),
@@ -105,6 +107,7 @@ def create_app(console: Console, guard: GuardConfig) -> Guard:
         Route("/api/runs/{run_id:str}/events", api.run_events),
         Route("/api/runs/{run_id:str}/graph", api.run_graph),
         Route("/api/runs/{run_id:str}/live", api.run_live),
+        Route("/api/evals/{eval_id:str}", api.eval_detail),
         Route("/api/runs/{run_id:str}/stream", api.run_sse),
         Route("/api/runs/{run_id:str}/gates/{gate_id:str}/answer", api.answer_gate,
               methods=["POST"]),

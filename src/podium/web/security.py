@@ -61,7 +61,7 @@ MAX_BODY = 1_000_000  # bytes: the largest request body the console reads
 # Reads that need no token: the page's shell and its static files (no data in them), and on
 # loopback /api/info (which console this is, nothing about runs). Anything else needs it.
 OPEN_PAGES = frozenset({"/", "/favicon.ico"})
-OPEN_PREFIXES = ("/static/", "/runs/")
+OPEN_PREFIXES = ("/static/", "/runs/", "/evals/")
 OPEN_ON_LOOPBACK = frozenset({"/api/info"})
 
 

@@ -1,9 +1,10 @@
-// The console's entry point: the token, the router (/ and /runs/ID), the header.
+// The console's entry point: the token, the router (/, /runs/ID and /evals/ID), the header.
 
 import {h, clear, $} from './dom.js';
 import {adoptTokenFromHash, onConnection, onAuthNeeded, setToken, token} from './net.js';
 import {runsPage} from './runs.js';
 import {runPage} from './run.js';
+import {evalPage} from './evals.js';
 
 adoptTokenFromHash();
 
@@ -27,7 +28,12 @@ function route() {
   if (dispose) dispose();
   dispose = null;
   const match = /^\/runs\/([A-Za-z0-9_-]+)\/?$/.exec(location.pathname);
-  if (match) {
+  const evalMatch = /^\/evals\/([A-Za-z0-9_-]+)\/?$/.exec(location.pathname);
+  if (evalMatch) {
+    setCrumbs([['Runs', '/'], [`eval ${evalMatch[1]}`, null]]);
+    document.title = `eval ${evalMatch[1]} · podium console`;
+    dispose = evalPage(main, evalMatch[1]);
+  } else if (match) {
     setCrumbs([['Runs', '/'], [match[1], null]]);
     dispose = runPage(main, match[1], navigate, setCrumbs);
   } else {
@@ -72,8 +78,8 @@ onConnection((state) => {
   }
   banner.className = 'banner';
   conn.dataset.state = state;
-  conn.textContent = {live: 'live', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', locked: 'token needed'}[state] || state;
-  if (state === 'live') {
+  conn.textContent = {live: 'live', connected: 'connected', connecting: 'connecting', reconnecting: 'reconnecting…', offline: 'offline', locked: 'token needed'}[state] || state;
+  if (state === 'live' || state === 'connected') {
     lostAt = null;
     banner.hidden = true;
     clear(banner);

@@ -84,6 +84,10 @@ export function onConnection(fn) {
   connListeners.add(fn);
   fn(connState);
 }
+// A page that reads once and holds no stream (an eval's report) says the console answered.
+export function markReachable() {
+  if (connState === 'connecting') setConn('connected');
+}
 function setConn(state) {
   if (state === connState) return;
   connState = state;
