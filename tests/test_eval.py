@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,49 @@ def test_flags_form_csv_rows_and_a_responses_override(tmp_path: Path) -> None:
     assert all_bug["pass_rate"] == 0.5
     assert all_bug["outcomes"] == {"bug": 8}
     assert {r["row"] for r in report["differences"]["rows"]} == {"r2", "r4"}
+
+
+def test_variants_on_the_real_openai_sdk_against_a_local_wire_server(tmp_path: Path) -> None:
+    # No scripted answers: each run's agent goes through the openai SDK to a fake server on
+    # 127.0.0.1, which answers by the model each variant gives the agent (the small model
+    # gets r3 wrong) and reports the tokens it used; the cost is priced from them.
+    from fakes.openai_server import FakeOpenAI, answer
+    from helpers_engine import cli_env, podium_argv
+
+    root = eval_project(tmp_path)
+    write(root, "".join(f"- id: {rid}\n  inputs: {{text: {text}}}\n  expect: {label}\n"
+                        for rid, text, label in ROWS), "live.yaml")
+
+    def reply(req: Any) -> dict[str, Any]:
+        body = req.body
+        text = json.dumps(body["messages"])
+        label = "bug" if ("crash" in text or "null" in text) else "feature"
+        if body["model"] == "gpt-5-mini" and "null pointer" in text:
+            label = "feature"
+        return answer(json.dumps({"label": label}), model=body["model"], usage=(1000, 100, 0))
+
+    with FakeOpenAI() as server:
+        server.handler = reply
+        env = cli_env(tmp_path / "home", {"OPENAI_BASE_URL": server.url + "/v1",
+                                          "OPENAI_API_KEY": "sk-test-eval"})
+        done = subprocess.run(podium_argv("eval", root / "triage.yaml", "--dataset",
+                                          root / "live.yaml", "--variant",
+                                          "small=classify.model=gpt-5-mini", "--variant",
+                                          "large=classify.model=gpt-5.5", "--format", "json"),
+                              env=env, capture_output=True, text=True, timeout=300,
+                              check=False, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        models = sorted(r.body["model"] for r in server.chat_requests())
+    report = json.loads(done.stdout)
+    small, large = _variant(report, "small"), _variant(report, "large")
+    assert models == ["gpt-5-mini"] * 4 + ["gpt-5.5"] * 4
+    assert small["pass_rate"] == 0.75
+    assert large["pass_rate"] == 1.0
+    assert small["outcomes"] == {"bug": 1, "feature": 3}
+    assert math.isclose(small["cost_usd"]["mean"], GOOD_COST, rel_tol=1e-9)
+    assert math.isclose(large["cost_usd"]["mean"], BAD_COST, rel_tol=1e-9)
+    assert [r["row"] for r in report["differences"]["rows"]] == ["r3"]
+    assert report["differences"]["tests"][0]["pass_rate"]["significant"] is False
 
 
 def test_the_budget_stops_the_eval_and_resume_finishes_it(tmp_path: Path) -> None:
