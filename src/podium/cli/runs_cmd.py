@@ -144,6 +144,7 @@ def show_command(run_id: str, fmt: str) -> int:
                           for r in state.records],
                 "cost_per_agent": per_step,
                 "open_gates": [g.__dict__ for g in gates],
+                "failed_step": _failed_step(events) if run.error else None,
             }, indent=2, default=str) + "\n")
             return exitcodes.OK
         w = sys.stdout.write
@@ -193,11 +194,37 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"waiting at gate '{g.step}' ({g.kind}): podium gate answer {run.id} VALUE\n")
         if run.output is not None:
             w("output: " + json.dumps(run.output, indent=2, ensure_ascii=False) + "\n")
+        failed = _failed_step(events) if run.error else None
+        if failed is not None:
+            w(f"failed at: step '{failed['step']}' ({failed['step_type']}, iteration "
+              f"{failed['iteration']}, {failed.get('error_type', 'error')})\n")
+            for label in ("exit_code", "stderr", "stdout", "answer"):
+                if (failed.get("details") or {}).get(label) not in (None, ""):
+                    w(f"  {label}: {_tail(failed['details'][label])}\n")
         if run.error:
             w(f"error: {run.error}\n")
         return exitcodes.OK
 
     return _guard(body)
+
+
+def _failed_step(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's last top-level step_failed event: the step its error came from."""
+    for e in reversed(events):
+        if e["type"] == "step_failed" and not e.get("group"):
+            found: dict[str, Any] = e
+            return found
+        if e["type"] in ("step_finished", "run_started"):
+            return None
+    return None
+
+
+def _tail(value: Any, lines: int = 5) -> str:
+    """The last lines of a recorded stream, on one line each, indented under their label."""
+    if not isinstance(value, str):
+        return json.dumps(value, default=str)
+    kept = [line for line in value.rstrip().splitlines() if line.strip()][-lines:]
+    return "\n    ".join(line[:200] for line in kept)
 
 
 def events_command(run_id: str, after: int) -> int:
