@@ -302,7 +302,7 @@ def test_a_parked_human_gate_is_answered_later(home: Home) -> None:
 def test_the_iteration_limit_parks_and_a_grant_finishes_the_run(home: Home) -> None:
     home.write("count.py", COUNT_PY)
     wf = home.write("wf.yaml", LOOP_WF)
-    parked = home("run", wf)
+    parked = home("run", wf, "--no-interactive")  # asked to park
     assert parked.returncode == 5, parked.stderr
     run_id = home.only_run()["id"]
     listed = home("gate", "list")

@@ -96,3 +96,142 @@ def test_an_answer_that_is_not_json_is_quoted(tmp_path: Path) -> None:
     shown = _cli(tmp_path, "show", _run_id(proc))
     assert "failed at: step 'judge' (agent, iteration 1, OutputContractError)" in shown.stdout
     assert "  answer: I think it is fine, approve." in shown.stdout
+
+
+# ----------------------------------------------------------------------- item 4: validate
+
+
+def test_validate_refuses_a_loop_with_no_way_to_end(tmp_path: Path) -> None:
+    flow = write(tmp_path, """
+        workflow: {name: spin, entry_point: dev}
+        agents:
+          - {name: dev, prompt: Implement., routes: [{to: review}]}
+          - name: review
+            prompt: Review.
+            output:
+              verdict: {type: string, enum: [approve, revise]}
+            routes:
+              - {to: dev, when: "{{ review.output.verdict == 'revise' }}"}
+              - {to: dev}
+        """)
+    proc = _cli(tmp_path, "validate", flow)
+    assert proc.returncode == 2
+    assert ("wf.yaml:3:12: agents[0].name: no terminate step or $end is reachable from 'dev'"
+            in proc.stdout)
+    assert proc.stdout.count("no terminate step") == 1  # the loop is one mistake
+
+
+def test_a_loop_with_a_gate_that_can_end_is_valid(tmp_path: Path) -> None:
+    flow = write(tmp_path, """
+        workflow: {name: spin, entry_point: dev}
+        agents:
+          - {name: dev, prompt: Implement., routes: [{to: ask}]}
+          - name: ask
+            type: human_gate
+            prompt: Ship it?
+            options:
+              - {label: Ship, value: ship, route: done}
+              - {label: Again, value: again, route: dev}
+          - {name: done, type: terminate, status: success, reason: shipped}
+        """)
+    proc = _cli(tmp_path, "validate", "--strict", flow)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_a_comparison_with_a_value_outside_the_enum_is_an_error(tmp_path: Path) -> None:
+    flow = write(tmp_path, """
+        workflow: {name: judge, entry_point: review}
+        agents:
+          - name: review
+            prompt: Review.
+            output:
+              verdict: {type: string, enum: [approve, revise]}
+            routes:
+              - {to: $end, when: "{{ review.output.verdict == 'approved' }}"}
+              - {to: $end, when: "verdict != 'revised'"}
+              - {to: $end, when: "verdict == 'approve'"}
+              - {to: review}
+        """)
+    proc = _cli(tmp_path, "validate", flow)
+    assert proc.returncode == 2
+    lines = proc.stdout.splitlines()
+    assert lines[0] == (
+        "wf.yaml:8:26: agents[0].routes[0].when: 'approved' is not a value of "
+        "review.output.verdict (its enum: [approve, revise]), so this comparison never holds "
+        "(did you mean 'approve'?)")
+    assert "routes[1].when: 'revised' is not a value" in lines[1]
+    assert "so this comparison always holds" in lines[1]
+    assert "routes[2]" not in proc.stdout
+
+
+TYPO = """
+    workflow:
+      name: typo
+      entry_point: a
+      runtime: {provider: openai, default_model: gpt-4o-mnii}
+    agents:
+      - {name: a, prompt: hi}
+    """
+
+
+def test_a_model_name_typo_warns_and_is_never_priced_as_another(tmp_path: Path) -> None:
+    flow = write(tmp_path, TYPO)
+    proc = _cli(tmp_path, "validate", "--budget", flow)
+    assert proc.returncode == 0, proc.stdout
+    assert ("model 'gpt-4o-mnii' is not a model podium's price tables know, so its cost is not "
+            "counted and --budget cannot price it (did you mean 'gpt-4o-mini'?)") in proc.stdout
+    assert "unpriced (partial): gpt-4o-mnii" in proc.stdout
+    assert "$0.0200" not in proc.stdout  # what gpt-4o's price gave it
+    assert _cli(tmp_path, "validate", "--strict", flow).returncode == 2
+    dated = write(tmp_path, TYPO.replace("gpt-4o-mnii", "gpt-4o-2024-08-06"), "dated.yaml")
+    assert "warning" not in _cli(tmp_path, "validate", dated).stdout
+
+
+LOOP = """
+    workflow:
+      name: cli-loop
+      entry_point: a
+      limits: {max_iterations: 3}
+    agents:
+      - name: a
+        type: set
+        value: 1
+        routes: [{to: $end, when: "{{ a.output > 1 }}"}, {to: a}]
+    """
+
+
+def test_an_exhausted_limit_with_nobody_to_ask_fails_with_exit_4(tmp_path: Path) -> None:
+    flow = write(tmp_path, LOOP)
+    proc = _cli(tmp_path, "run", flow)  # stdin is not a terminal, nothing said about gates
+    assert proc.returncode == 4, proc.stderr
+    assert "the run reached max_iterations (3) before 'a'" in proc.stderr
+    parked = _cli(tmp_path, "run", flow, "--no-interactive")  # asked to park
+    assert parked.returncode == 5, parked.stderr
+    assert "waiting for a person to grant more iterations" in parked.stderr
+
+
+# ----------------------------------------------------------------------- item 8: Ctrl+C
+
+
+def test_an_interruption_is_one_line_then_the_resume_command(tmp_path: Path) -> None:
+    from helpers_engine import read_jsonl
+    from test_cli_run import interrupt_when
+
+    flow = write(tmp_path, """
+        workflow: {name: cli-wait, entry_point: pause}
+        agents:
+          - {name: pause, type: wait, duration: 120, routes: [{to: after}]}
+          - {name: after, type: set, value: 1}
+        """)
+    log = tmp_path / "events.jsonl"
+
+    def in_the_wait() -> bool:
+        return log.exists() and any(e["type"] == "step_started" for e in read_jsonl(log))
+
+    code, _, err = interrupt_when(tmp_path, flow, in_the_wait)
+    assert code == 130, err
+    run_id = read_jsonl(log)[0]["run_id"]
+    assert err.count("interrupted") == 1, err
+    tail = err.rstrip("\n").splitlines()[-2:]
+    assert tail[0].startswith(f"run {run_id} interrupted at 'pause' after ")
+    assert tail[1] == f"next: podium resume {run_id}"

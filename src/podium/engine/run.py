@@ -142,6 +142,7 @@ class Engine:
         # is kept in a store (the store commits the step's events with it).
         self.checkpoints = False
         self.parker: Callable[[GateRequest], None] | None = None
+        self.park_limits = True  # False: an exhausted max_iterations fails, never parks
         self.usage_by_step: dict[str, Usage] = {}
         self.spent_usd = 0.0
         self.unpriced_spend = False
@@ -429,7 +430,7 @@ class Engine:
         answer = self.services.answerer.answer(GateRequest(
             self.run_id, node, 0, prompt, (), "iteration_limit", state.run_iteration,
             state.max_iterations, tuple(recent)))
-        if answer is None and self.parker is not None:
+        if answer is None and self.parker is not None and self.park_limits:
             raise GateUnanswerable("the run reached max_iterations and needs a person to grant "
                                    "more", GateRequest(self.run_id, node, 0, prompt, (),
                                                        "iteration_limit", state.run_iteration,

@@ -273,6 +273,11 @@ class ConsoleSink:
         elif event.parent_run_id is not None:  # a sub-workflow: its parent says the rest
             self._line((f"sub-workflow run {event.status}", style),
                        (f" ({event.error_type}): {event.message}", None))
+        elif event.status == "interrupted":  # one line; the summary adds how to resume
+            where = f" at '{event.step}'" if event.step else ""
+            steps = f"{event.iterations} step{'s' if event.iterations != 1 else ''}"
+            self._line((f"run {event.run_id} interrupted", style),
+                       (f"{where} after {event.elapsed:.2f}s · {steps}", None))
         else:  # the summary that follows names the error once, with the command to go on
             where = f" at '{event.step}'" if event.step else ""
             self._line((f"run {event.status}", style), (where, None))
