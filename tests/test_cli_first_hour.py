@@ -187,5 +187,7 @@ def test_a_missing_provider_sdk_is_named_by_its_extra(monkeypatch: pytest.Monkey
     monkeypatch.setitem(base.SDK_EXTRAS, "openai", ("podium_no_such_sdk", "openai"))
     with pytest.raises(base.ProviderError) as info:
         base.ProviderRegistry().get("openai")
-    assert "pip install 'podium[openai]'" in str(info.value)
-    assert "uv sync --extra openai" in str(info.value)
+    assert "uv pip install 'podium[openai]'" in str(info.value)
+    # keeps the other extras and adds no dev tools (a plain `uv sync --extra` did both)
+    assert "uv sync --inexact --no-dev --extra openai" in str(info.value)
+    assert "then set OPENAI_API_KEY" in str(info.value)  # what it needs next

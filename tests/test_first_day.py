@@ -8,7 +8,10 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers_engine import cli_env, podium_argv, write
+from runtime_helpers import needs_claude, needs_copilot, podium, runtime_env
 
 TIMEOUT = 60.0
 
@@ -235,3 +238,79 @@ def test_an_interruption_is_one_line_then_the_resume_command(tmp_path: Path) -> 
     tail = err.rstrip("\n").splitlines()[-2:]
     assert tail[0].startswith(f"run {run_id} interrupted at 'pause' after ")
     assert tail[1] == f"next: podium resume {run_id}"
+
+
+# ----------------------------------------------------------------------- item 7: before spending
+
+
+RUNTIME_FLOW = """
+    workflow:
+      name: rt
+      entry_point: prep
+      runtime: {provider: PROVIDER}
+    agents:
+      - {name: prep, type: script, command: touch, args: [prepared], routes: [{to: ask}]}
+      - {name: ask, prompt: hi}
+    """
+
+
+@pytest.mark.parametrize(("provider", "needed"), [
+    pytest.param("copilot", ("GH_TOKEN", "copilot login"), marks=needs_copilot),
+    pytest.param("claude-agent-sdk", ("ANTHROPIC_API_KEY", "claude login"), marks=needs_claude),
+])
+def test_a_runtime_without_a_login_stops_before_the_first_step(
+        tmp_path: Path, provider: str, needed: tuple[str, ...]) -> None:
+    flow = write(tmp_path, RUNTIME_FLOW.replace("PROVIDER", provider))
+    env = runtime_env(tmp_path, {"HOME": str(tmp_path / "user")})  # no token, no login
+    proc = podium(tmp_path, "run", flow, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert not (tmp_path / "prepared").exists()  # the script never ran
+    for part in (*needed, "nothing was run", "--responses FILE", "-p PROVIDER"):
+        assert part in proc.stderr, proc.stderr
+
+
+# ----------------------------------------------------------------------- item 5: hints that work
+
+
+GATED = """
+    workflow: {name: gated, entry_point: ask}
+    agents:
+      - name: ask
+        type: human_gate
+        prompt: Ship?
+        options: [{label: Ship, value: ship, route: $end}]
+    """
+
+
+def test_after_an_edit_gate_answer_takes_the_allow_changed_it_names(tmp_path: Path) -> None:
+    flow = write(tmp_path, GATED)
+    parked = _cli(tmp_path, "run", flow, "--no-interactive", "--json")
+    assert parked.returncode == 5, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    flow.write_text(flow.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    refused = _cli(tmp_path, "gate", "answer", run_id, "ship")
+    assert refused.returncode == 2
+    assert "Pass --allow-changed" in refused.stderr
+    done = _cli(tmp_path, "gate", "answer", run_id, "ship", "--allow-changed")
+    assert done.returncode == 0, done.stderr  # the gate was still open for it
+    rows = json.loads(_cli(tmp_path, "runs", "--format", "json").stdout)
+    assert rows[0]["run_id"] == rows[0]["id"] == run_id  # one key name, the old one kept
+    assert rows[0]["status"] == "success"
+
+
+def test_fork_takes_no_interactive(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "fork", "--help")
+    assert "--no-interactive" in proc.stdout
+
+
+def test_validate_takes_a_folder_as_test_does(tmp_path: Path) -> None:
+    write(tmp_path, GATED, "flows/gated.yaml")
+    write(tmp_path, TYPO, "flows/deep/typo.yaml")
+    write(tmp_path, "agents: {ask: [{text: hi}]}\n", "flows/responses.yaml")  # not a workflow
+    proc = _cli(tmp_path, "validate", "flows")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "2 files: valid: 1 warning"
+    (tmp_path / "nothing").mkdir()
+    empty = _cli(tmp_path, "validate", "nothing")
+    assert empty.returncode == 3
+    assert "nothing: no workflow files under it" in empty.stderr

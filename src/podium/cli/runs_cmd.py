@@ -64,8 +64,9 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
         rows = [r for r, _ in found]
         shown = {r.id: lv.status for r, lv in found}
         if fmt == "json":
-            out = [{"id": r.id, "workflow": r.workflow_name, "workflow_path": r.workflow_path,
-                    "status": shown[r.id], "current_step": r.current_step,
+            # run_id as in every JSON output; id kept as its alias
+            out = [{"run_id": r.id, "id": r.id, "workflow": r.workflow_name,
+                    "workflow_path": r.workflow_path, "status": shown[r.id], "current_step": r.current_step,
                     "created_at": r.created_at, "updated_at": r.updated_at,
                     "finished_at": r.finished_at, "iterations": r.iterations,
                     "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
@@ -137,7 +138,7 @@ def show_command(run_id: str, fmt: str) -> int:
                     row["cost_usd"] += e["cost_usd"]
         if fmt == "json":
             sys.stdout.write(json.dumps({
-                "run": dict(run.to_json(), status=live.status, live=live.live,
+                "run": dict(run.to_json(), run_id=run.id, status=live.status, live=live.live,
                             owner=None if live.lease is None else live.lease.owner.__dict__),
                 "steps": [{"step": r.step, "type": r.step_type, "iteration": r.iteration,
                            "output": r.output, "route_to": r.route_to, "elapsed": r.elapsed}
