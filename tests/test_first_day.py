@@ -314,3 +314,27 @@ def test_validate_takes_a_folder_as_test_does(tmp_path: Path) -> None:
     empty = _cli(tmp_path, "validate", "nothing")
     assert empty.returncode == 3
     assert "nothing: no workflow files under it" in empty.stderr
+
+
+# ----------------------------------------------------------------------- item 9: the demo
+
+
+def test_the_demo_shows_tests_verdicts_loop_and_gate_then_what_next(tmp_path: Path) -> None:
+    from helpers_engine import EXAMPLES, VENV_BIN
+
+    env = cli_env(tmp_path / "home", {"TMPDIR": str(tmp_path)})
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"  # as `make demo` runs it, in the venv
+    proc = subprocess.run(["bash", str(EXAMPLES / "dev-review" / "demo.sh")], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=110, check=False)
+    assert proc.returncode == 0, proc.stderr
+    recap = proc.stderr.split("\nwhat happened:\n", 1)[1]
+    lines = recap.splitlines()
+    assert lines[0].startswith("  tests #1: passed (exit 0)")
+    assert lines[1].startswith("  review #1: changes (2 finding(s)): ")
+    assert lines[3] == "  review #2: approve (0 finding(s))"
+    assert "  gate human_acceptance: accept (by responses)" in lines
+    assert "the loop developer → tests → review went round once more" in recap
+    assert "try next:\n  podium show " in recap
+    assert "podium serve" in recap
+    assert "(happy | tests-fail-once | three-reviews-stop | malformed-then-corrected)" in recap
