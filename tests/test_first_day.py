@@ -375,3 +375,35 @@ def test_run_web_keeps_its_console_after_the_run_until_ctrl_c(tmp_path: Path) ->
             proc.communicate()
     assert proc.returncode == 0  # the run's exit code, not the interruption's
     assert json.loads(out) == {}
+
+
+# ----------------------------------------------------------------------- item 6: the fleet
+
+
+def test_the_fleet_lists_waiting_runs_first_and_a_dead_runs_time_stops(tmp_path: Path) -> None:
+    from podium.app.fleet import fleet
+    from podium.app.owners import this_host
+    from podium.store.base import Owner, RunRecord
+    from podium.store.sqlite import SQLiteStore
+
+    parked = _cli(tmp_path, "run", write(tmp_path, GATED), "--no-interactive", "--json")
+    assert parked.returncode == 5, parked.stderr
+    done = _cli(tmp_path, "run", write(tmp_path, BOOM, "boom.yaml"), "--json")
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(tmp_path / "home" / "podium.db")
+    try:
+        dead = "dead0000-0000-4000-8000-000000000001"
+        store.create_run(RunRecord(dead, "orphan", str(tmp_path / "o.yaml"), "x", {},
+                                   current_step="work", created_at=1.0),
+                         Owner(2 ** 22 + 12345, 1.0, this_host(), "run"))
+        rows = fleet(store)
+        later = fleet(store, now=rows[0].created_at + 86_400.0)  # a day on
+    finally:
+        store.close()
+    ids = [r.id for r in rows]
+    assert ids[0] == json.loads(parked.stdout)["run_id"]  # waiting, though not the newest
+    assert ids[1] == json.loads(done.stdout)["run_id"]  # then newest first
+    orphan = next(r for r in rows if r.id == dead)
+    assert orphan.status == "interrupted"
+    # up to its last record, not up to now: it does not grow while nobody runs it
+    assert next(r for r in later if r.id == dead).elapsed == orphan.elapsed

@@ -256,8 +256,8 @@ class DetailScreen(Screen[None]):
                  f"{cost_text(r)}   file {d.run.workflow_path}"]
         if d.run.terminal:
             lines.append(f"ended at '{d.run.terminal}': {d.run.reason or ''}")
-        if d.run.error:
-            lines.append(f"error: {_short(d.run.error, 300)}")
+        if d.run.error and r.status != "waiting":  # a parked run's message is no error:
+            lines.append(f"error: {_short(d.run.error, 300)}")  # its gates say what waits
         for g in d.gates:
             lines.append(f"waiting at gate '{g.step}' ({g.kind}): {_short(g.prompt, 200)} "
                          "— press a to answer")
