@@ -304,3 +304,25 @@ def test_fleet_list_never_imports_textual(home: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(home), capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr
+
+
+def test_a_new_run_missing_an_input_is_refused_in_the_form(home: Path, tmp_path: Path) -> None:
+    """Issue 30: it said "started", and the failure was only in the process's log."""
+    folder = tmp_path / "work"
+    write_flow(folder, "asks.yaml", "workflow:\n  name: asks\n  entry_point: a\n"
+               "  input: {topic: {type: string, required: true}}\n"
+               "agents:\n  - {name: a, type: set, value: '{{ workflow.input.topic }}'}\n")
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        app.screen.query_one("#new-file", Input).value = "asks.yaml"
+        app.screen.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: "refused" in str(app.query_one("#message").render()))
+        said = str(app.query_one("#message").render())
+        assert "topic" in said
+        assert "started" not in said
+        assert _statuses(app) == {}  # nothing was started
+
+    _drive(home, body)

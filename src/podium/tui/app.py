@@ -115,9 +115,26 @@ class Actions:
             if not eq or not name:
                 raise PodiumError(f"input '{word}' is not NAME=VALUE")
             values[name] = value
+        _check_start(path if path.is_absolute() else folder / path, values)
         spawned = spawn_run(path, values, home=self.home, cwd=folder.resolve(), by="fleet",
                             python=self.python)
         return f"started {file} (pid {spawned.pid}, log {spawned.log})"
+
+
+def _check_start(path: Path, values: dict[str, str]) -> None:
+    """What `podium run` would refuse (an invalid workflow, a missing or unknown input),
+    said here instead of in the started process's log after "started"."""
+    import io
+
+    from podium.app.inputs import parse_inputs
+    from podium.app.workflows import load_valid
+
+    said = io.StringIO()
+    wf, _ = load_valid(path, [], err=said)
+    if wf is None:
+        first = next((line for line in said.getvalue().splitlines() if line.strip()), "")
+        raise PodiumError(f"{path.name} is not a valid workflow: {first}")
+    parse_inputs(wf, [f"{k}={v}" for k, v in values.items()], None)
 
 
 class AnswerScreen(ModalScreen[tuple[str, str] | None]):
