@@ -170,7 +170,9 @@ def test_answering_a_parked_gate_resumes_the_run_to_its_terminal(home: Path,
         _select(app, rid)
         await pilot.press("enter", "a")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        app.screen.query_one("#answer-value", Input).value = "approved"
+        box = app.screen.query_one("#answer-value", Input)
+        box.focus()  # typed, not chosen from the options
+        box.value = "approved"
         await pilot.press("enter")  # type: ignore[attr-defined]
         await _until(pilot, lambda: app.store.get_run(rid).status == "success")
         assert "resuming run" in str(app.query_one("#message").render())
@@ -324,5 +326,36 @@ def test_a_new_run_missing_an_input_is_refused_in_the_form(home: Path, tmp_path:
         assert "topic" in said
         assert "started" not in said
         assert _statuses(app) == {}  # nothing was started
+
+    _drive(home, body)
+
+
+def test_a_gate_is_answered_by_choosing_an_option_and_a_refusal_keeps_the_dialog(
+        home: Path, tmp_path: Path) -> None:
+    """Issue 30: arrows and Enter choose an option; a refused answer closed the dialog."""
+    from textual.widgets import OptionList
+
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("a")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        box = app.screen.query_one("#answer-value", Input)
+        box.focus()
+        box.value = "bogus"
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: bool(app.screen.query("#answer-refused")))
+        assert "bogus" in str(app.screen.query_one("#answer-refused").render())
+        options = app.screen.query_one("#gate-options", OptionList)
+        options.focus()
+        while options.highlighted != 2:  # Abort, by the arrow keys
+            await pilot.press("down")  # type: ignore[attr-defined]
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: app.store.get_run(rid).status == "failed")
+        assert app.store.get_run(rid).terminal == "aborted"
 
     _drive(home, body)
