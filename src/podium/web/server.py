@@ -315,10 +315,10 @@ class ConsoleHooks:
         PODIUM_WEB_LINGER=1 keeps it without a terminal, 0 never."""
         try:
             if getattr(self, "ended", False) and _linger():
-                sys.stderr.write(f"podium console: the run ended; its page stays at {self.url} "
-                                 "until Ctrl+C\n")
-                sys.stderr.flush()
-                with contextlib.suppress(KeyboardInterrupt):
+                with contextlib.suppress(KeyboardInterrupt):  # a Ctrl+C right after the line
+                    sys.stderr.write(f"podium console: the run ended; its page stays at "
+                                     f"{self.url} until Ctrl+C\n")
+                    sys.stderr.flush()
                     threading.Event().wait()
         finally:
             self.console.stop()
