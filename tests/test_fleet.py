@@ -359,3 +359,22 @@ def test_a_gate_is_answered_by_choosing_an_option_and_a_refusal_keeps_the_dialog
         assert app.store.get_run(rid).terminal == "aborted"
 
     _drive(home, body)
+
+
+def test_a_parked_runs_detail_says_what_waits_not_error(home: Path, tmp_path: Path) -> None:
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        head = str(screen.query_one("#detail-head").render())
+        assert "waiting at gate 'approval'" in head
+        assert "error:" not in head
+
+    _drive(home, body)
