@@ -296,6 +296,10 @@ def test_after_an_edit_gate_answer_takes_the_allow_changed_it_names(tmp_path: Pa
     rows = json.loads(_cli(tmp_path, "runs", "--format", "json").stdout)
     assert rows[0]["run_id"] == rows[0]["id"] == run_id  # one key name, the old one kept
     assert rows[0]["status"] == "success"
+    shown = json.loads(_cli(tmp_path, "show", run_id, "-f", "json").stdout)
+    assert shown["run"]["run_id"] == run_id
+    listed = json.loads(_cli(tmp_path, "fleet", "list", "--format", "json").stdout)
+    assert listed["runs"][0]["run_id"] == listed["runs"][0]["id"] == run_id
 
 
 def test_fork_takes_no_interactive(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ class FleetRow:
     finished_at: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "workflow": self.workflow, "status": self.status,
+        return {"run_id": self.id, "id": self.id, "workflow": self.workflow, "status": self.status,
                 "step": self.step, "elapsed": round(self.elapsed, 3),
                 "cost_usd": round(self.cost_usd, 6), "cost_partial": self.cost_partial,
                 "gate": self.gate, "live": self.live, "created_at": self.created_at,
