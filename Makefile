@@ -2,7 +2,8 @@
 # lint (ruff, import layers), the type check and the whole test suite.
 .PHONY: install install-runtimes install-dev demo test lint typecheck check bench screenshots
 
-UV = $(shell command -v uv 2>/dev/null || echo python3 -m uv)
+# uv on PATH, else the one scripts/bootstrap.sh fetched into .cache/uv (a PEP 668 Python)
+UV = $(shell command -v uv 2>/dev/null || { test -x .cache/uv/bin/uv && echo .cache/uv/bin/uv; } || echo python3 -m uv)
 RUN = $(UV) run --frozen --no-sync -q
 
 install:

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Installs podium into .venv from the lock file (uv.lock). Needs only python3 (>= 3.11) and
-# access to PyPI; installs uv itself if missing.
+# access to PyPI. Without uv it fetches uv's wheel from PyPI into .cache/uv (scripts/get_uv.py,
+# the standard library only): a distribution's Python (PEP 668) is never pip-installed into.
 #
 #   scripts/bootstrap.sh             podium alone: what `make demo` needs (offline, scripted)
+#   scripts/bootstrap.sh --uv        only find (or fetch) uv, and print how to call it
 #   scripts/bootstrap.sh --runtimes  + the provider SDKs and the agent runtimes' CLIs (npm)
 #   scripts/bootstrap.sh --dev       + the test tools, every SDK and runtime (what `make test`
 #                                      needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-}"
-if ! command -v uv >/dev/null 2>&1; then
-  python3 -m pip install --quiet --disable-pip-version-check uv
+cache="${PODIUM_BOOTSTRAP_CACHE:-.cache}"
+if command -v uv >/dev/null 2>&1; then
+  UV="$(command -v uv)"
+elif python3 -m uv --version >/dev/null 2>&1; then
+  UV="python3 -m uv"
+else
+  UV="$(python3 scripts/get_uv.py "$cache/uv")"
 fi
-UV="$(command -v uv || echo "python3 -m uv")"
 case "$mode" in
+  --uv) echo "$UV"; exit 0 ;;
   "") $UV sync --frozen --no-dev --inexact --quiet ;;  # keeps what --dev installed
   --runtimes) $UV sync --frozen --no-dev --all-extras --inexact --quiet ;;
   --dev) $UV sync --frozen --all-extras --quiet ;;

@@ -153,7 +153,10 @@ def test_exit_4_iteration_limit(tmp_path: Path) -> None:
           entry_point: a
           limits: {max_iterations: 3}
         agents:
-          - {name: a, type: set, value: 1, routes: [{to: a}]}
+          - name: a
+            type: set
+            value: 1
+            routes: [{to: $end, when: "{{ a.output > 1 }}"}, {to: a}]
     """)
     proc = run_cli(tmp_path / "home", "run", path, "--skip-gates")
     assert proc.returncode == 4, proc.stderr

@@ -322,7 +322,10 @@ def test_a_failed_child_still_costs_the_parent(tmp_path: Path) -> None:
     ("""
         workflow: {name: c, entry_point: spin, limits: {max_iterations: 3}}
         agents:
-          - {name: spin, type: set, value: 1, routes: [{to: spin}]}
+          - name: spin
+            type: set
+            value: 1
+            routes: [{to: $end, when: "{{ spin.output > 1 }}"}, {to: spin}]
      """, 4, "the run reached max_iterations (3) before 'spin'"),
 ], ids=["failed-terminate", "error", "exhausted-limit"])
 def test_child_failure_fails_the_parent_with_the_childs_reason(

@@ -302,7 +302,7 @@ def test_a_parked_human_gate_is_answered_later(home: Home) -> None:
 def test_the_iteration_limit_parks_and_a_grant_finishes_the_run(home: Home) -> None:
     home.write("count.py", COUNT_PY)
     wf = home.write("wf.yaml", LOOP_WF)
-    parked = home("run", wf)
+    parked = home("run", wf, "--no-interactive")  # asked to park
     assert parked.returncode == 5, parked.stderr
     run_id = home.only_run()["id"]
     listed = home("gate", "list")
@@ -337,7 +337,7 @@ def test_with_skip_gates_the_limit_fails_and_stays_resumable(home: Home) -> None
 def test_a_grant_survives_a_kill_before_the_next_step_commits(home: Home) -> None:
     home.write("count.py", COUNT_PY)
     wf = home.write("wf.yaml", LOOP_WF)
-    assert home("run", wf).returncode == 5
+    assert home("run", wf, "--no-interactive").returncode == 5  # asked to park
     run_id = home.only_run()["id"]
     killed = home("gate", "answer", run_id, "3", env={"DURABLE_KILL_AT": "4"})
     assert killed.returncode == -signal.SIGKILL

@@ -170,7 +170,9 @@ def test_answering_a_parked_gate_resumes_the_run_to_its_terminal(home: Path,
         _select(app, rid)
         await pilot.press("enter", "a")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        app.screen.query_one("#answer-value", Input).value = "approved"
+        box = app.screen.query_one("#answer-value", Input)
+        box.focus()  # typed, not chosen from the options
+        box.value = "approved"
         await pilot.press("enter")  # type: ignore[attr-defined]
         await _until(pilot, lambda: app.store.get_run(rid).status == "success")
         assert "resuming run" in str(app.query_one("#message").render())
@@ -304,3 +306,75 @@ def test_fleet_list_never_imports_textual(home: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(home), capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr
+
+
+def test_a_new_run_missing_an_input_is_refused_in_the_form(home: Path, tmp_path: Path) -> None:
+    """Issue 30: it said "started", and the failure was only in the process's log."""
+    folder = tmp_path / "work"
+    write_flow(folder, "asks.yaml", "workflow:\n  name: asks\n  entry_point: a\n"
+               "  input: {topic: {type: string, required: true}}\n"
+               "agents:\n  - {name: a, type: set, value: '{{ workflow.input.topic }}'}\n")
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        app.screen.query_one("#new-file", Input).value = "asks.yaml"
+        app.screen.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: "refused" in str(app.query_one("#message").render()))
+        said = str(app.query_one("#message").render())
+        assert "topic" in said
+        assert "started" not in said
+        assert _statuses(app) == {}  # nothing was started
+
+    _drive(home, body)
+
+
+def test_a_gate_is_answered_by_choosing_an_option_and_a_refusal_keeps_the_dialog(
+        home: Path, tmp_path: Path) -> None:
+    """Issue 30: arrows and Enter choose an option; a refused answer closed the dialog."""
+    from textual.widgets import OptionList
+
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("a")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        box = app.screen.query_one("#answer-value", Input)
+        box.focus()
+        box.value = "bogus"
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: bool(app.screen.query("#answer-refused")))
+        assert "bogus" in str(app.screen.query_one("#answer-refused").render())
+        options = app.screen.query_one("#gate-options", OptionList)
+        options.focus()
+        while options.highlighted != 2:  # Abort, by the arrow keys
+            await pilot.press("down")  # type: ignore[attr-defined]
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: app.store.get_run(rid).status == "failed")
+        assert app.store.get_run(rid).terminal == "aborted"
+
+    _drive(home, body)
+
+
+def test_a_parked_runs_detail_says_what_waits_not_error(home: Path, tmp_path: Path) -> None:
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        head = str(screen.query_one("#detail-head").render())
+        assert "waiting at gate 'approval'" in head
+        assert "error:" not in head
+
+    _drive(home, body)

@@ -227,7 +227,7 @@ def test_unexpected_second_execution_fails_loudly(tmp_path: Path) -> None:
         agents:
           - name: a
             prompt: "again"
-            routes: [{to: a}]
+            routes: [{to: $end, when: "{{ a.output.result == 'done' }}"}, {to: a}]
     """, responses={"agents": {"a": [{"text": "one"}]}})
     assert run.exit_code == 3
     assert "has 1 answer(s) for 'a' but this is execution 2" in run.error_text()

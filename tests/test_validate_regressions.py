@@ -47,7 +47,7 @@ def test_a_bare_is_defined_guard_counts(tmp_path: Path) -> None:
             routes: [{to: b}]
           - name: b
             prompt: B
-            routes: [{to: a}]
+            routes: [{to: $end, when: "{{ 'ok' in b.output.result }}"}, {to: a}]
         """)
     assert found == []
 

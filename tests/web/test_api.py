@@ -178,7 +178,7 @@ def test_an_option_with_prompt_for_records_the_text(tmp_path: Path) -> None:
 def test_granting_iterations_is_answered_the_same_way(tmp_path: Path) -> None:
     home = tmp_path / "home"
     flow = write_flow(tmp_path / "flows", "loop.yaml", LOOP_FLOW)
-    parked = run_podium(home, "run", flow)
+    parked = run_podium(home, "run", flow, "--no-interactive")  # asked to park
     assert parked.returncode == 5, parked.stderr
     rid = run_id_of(parked)
     live = start_console(home)

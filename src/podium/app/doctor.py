@@ -497,8 +497,9 @@ def check_runtimes(environ: Mapping[str, str]) -> list[Finding]:
             fixes.append(install_hint(cli))
         if not sdk:
             lacking.append(f"the SDK {_SDKS[name]}")
-            fixes.append("`uv sync --extra runtimes` (or `make install`) in podium's "
-                         "repository installs the SDK")
+            fixes.append("`make install-runtimes` (or `uv sync --inexact --no-dev --extra "
+                         "runtimes`) in podium's checkout installs the SDK and keeps what is "
+                         "installed; elsewhere `uv pip install 'podium[runtimes]'`")
         findings.append(_info(RUNTIMES, f"{name}: not installed ({' and '.join(lacking)} "
                                          "missing); workflows with other providers are not "
                                          "affected", "; ".join(fixes)))

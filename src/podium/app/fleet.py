@@ -51,7 +51,7 @@ class FleetRow:
     finished_at: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "workflow": self.workflow, "status": self.status,
+        return {"run_id": self.id, "id": self.id, "workflow": self.workflow, "status": self.status,
                 "step": self.step, "elapsed": round(self.elapsed, 3),
                 "cost_usd": round(self.cost_usd, 6), "cost_partial": self.cost_partial,
                 "gate": self.gate, "live": self.live, "created_at": self.created_at,
@@ -59,7 +59,8 @@ class FleetRow:
 
 
 def _row(run: RunRecord, live: Liveness, gate: str | None, now: float) -> FleetRow:
-    end = run.finished_at if run.finished_at else now
+    # a run whose process is gone stopped at its last record, not now
+    end = run.finished_at or (run.updated_at if live.interrupted and run.updated_at else now)
     return FleetRow(run.id, run.workflow_name, live.status, run.current_step,
                     max(0.0, end - run.created_at), run.cost_usd, run.cost_partial, gate,
                     live.live, run.created_at, run.finished_at)
@@ -79,8 +80,9 @@ def open_gates_by_root(store: RunStore) -> dict[str, list[GateRecord]]:
 
 def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int = 500,
           now: float | None = None) -> list[FleetRow]:
-    """Top-level runs newest first, with their liveness and the gate they wait at;
-    `status` is a key of FILTERS, `search` any part of the id, workflow or current step."""
+    """Top-level runs, those waiting for a person first, then newest first, with their
+    liveness and the gate they wait at; `status` is a key of FILTERS, `search` any part of
+    the id, workflow or current step."""
     if status not in FILTERS:
         raise Refused(f"no filter '{status}' (filters: {', '.join(FILTERS)})")
     now = time.time() if now is None else now
@@ -99,9 +101,8 @@ def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int 
             continue
         open_here = gates.get(run.id, [])
         out.append(_row(run, live, open_here[-1].step if open_here else None, now))
-        if len(out) >= limit:
-            break
-    return out
+    out.sort(key=lambda r: (r.status != "waiting", -r.created_at))
+    return out[:limit]
 
 
 @dataclass

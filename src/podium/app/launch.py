@@ -35,6 +35,10 @@ class LaunchOptions:
     # observers of the run's events that the surface adds (the terminal's progress)
     observers: list[Sink] = field(default_factory=list)
     interactive: bool | None = None  # None: when stdin is a terminal
+    # an exhausted max_iterations nobody answers parks the run (exit 5) for `gate answer`;
+    # False: it fails with exit 4, Conductor's MaxIterationsError (a `podium run` with
+    # nobody to ask: no terminal, no --no-interactive, no console)
+    park_limits: bool = True
     # --workspace-instructions / --instructions FILE texts (app/instructions.py)
     workspace_instructions: str | None = None
     cli_instructions: str | None = None
@@ -158,6 +162,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
                                    request.prompt, options, "open", time.time()))
 
     engine.parker = park
+    engine.park_limits = opts.park_limits
     return engine
 
 

@@ -338,6 +338,20 @@ class Answered:
     live: bool  # a live process advances the run: it goes on with the answer by itself
 
 
+def refuse_changed(store: RunStore, run_id: str) -> None:
+    """Refused when the workflow file of a run's root changed since it started: answering a
+    gate and resuming would mix two versions (checked before the answer is recorded, so the
+    same command with --allow-changed still finds the gate open)."""
+    from podium.engine.run import file_hash
+
+    run = root_of(store, store.find_run(run_id))
+    path = Path(run.workflow_path)
+    if path.is_file() and file_hash(path) != run.workflow_hash:
+        raise Refused(f"the workflow file changed since run {run.id} started ({path}); "
+                      "resuming could mix two versions. Pass --allow-changed to answer and "
+                      "resume anyway, or --no-resume to only record the answer")
+
+
 def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = None, *,
                 by: str = "cli", gate_id: int | None = None) -> Answered:
     """Record the answer to the open gate of a run (or of one of its sub-workflow runs; the

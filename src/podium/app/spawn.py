@@ -67,7 +67,7 @@ def spawn_run(file: Path, inputs: dict[str, str], *, home: Path, cwd: Path | Non
     Its run id is known once the process has recorded it: the surface sees it in the store."""
     base = cwd if cwd is not None else Path.cwd()
     path = file if file.is_absolute() else base / file
-    args = ["run", str(path)]
+    args = ["run", str(path), "--no-interactive"]  # its gates and limits park for the surface
     for name, value in inputs.items():
         args += ["-i", f"{name}={value}"]
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -205,6 +205,27 @@ class RouteGraph:
                 firsts = head + tail[1:]
         return firsts if firsts is not None else self._bfs(self.entry, target, avoid)
 
+    def trapped(self) -> list[str]:
+        """Reachable nodes from which no path leads to a terminate step or `$end` (a route to
+        a name the graph does not know counts as a way out: that error is reported apart),
+        first the ones a run enters the trap by: the entry point or a node some node outside
+        the trap routes to."""
+        preds: dict[str, list[str]] = {}
+        for src, edges in self.succ.items():
+            for e in edges:
+                preds.setdefault(e.dst, []).append(src)
+        ends = [END, *self.terminates,
+                *{e.dst for edges in self.succ.values() for e in edges if e.dst not in self.succ}]
+        free, todo = set(ends), list(ends)
+        while todo:
+            for p in preds.get(todo.pop(), []):
+                if p not in free:
+                    free.add(p)
+                    todo.append(p)
+        stuck = [n for n in self.nodes if n in self.reachable() and n not in free]
+        return [n for n in stuck if n == self.entry or any(
+            p in self.reachable() and p in free for p in preds.get(n, []))]
+
     def end_points(self) -> list[str]:
         """Reachable nodes that can end the run with the workflow's `output:`."""
         out = []

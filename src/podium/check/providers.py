@@ -79,7 +79,9 @@ def check_providers(checker: Checker) -> None:
     _check_temperature(checker, used)
     limits = wf.workflow.limits
     if limits.budget_usd is not None and limits.budget_mode == "enforce":
-        _check_prices(checker)
+        _check_prices(checker)  # an unpriced model is an error there
+    else:
+        _check_model_names(checker)
 
 
 def _agents(checker: Checker) -> list[tuple[KeyPath, AgentStep]]:
@@ -254,6 +256,37 @@ def model_candidates(checker: Checker, step: AgentStep) -> tuple[list[str], bool
         for n in out.nodes:
             results(n)
     return list(dict.fromkeys(found)), complete
+
+
+# providers whose model names are a public list that podium's price tables know
+_LISTED = frozenset({"openai", "anthropic", "claude", "copilot"})
+
+
+def _check_model_names(checker: Checker) -> None:
+    """A model name no price table knows, close to one podium knows, on a provider with a
+    public model list, is most likely a typo that `--budget` could not price: a warning,
+    with the closest known name."""
+    from podium.providers.pricing import BUILTIN_PRICES, is_priced
+
+    wf = checker.wf.workflow
+    if isinstance(wf.runtime.provider, ProviderConfig) and wf.runtime.provider.base_url:
+        return  # a custom endpoint serves models of its own
+    for path, step in _agents(checker):
+        pname = canonical(step.provider or wf.runtime.provider_name)
+        if pname not in _LISTED:
+            continue
+        where: KeyPath = (*path, "model") if step.model else ("workflow", "runtime",
+                                                              "default_model")
+        models, _ = model_candidates(checker, step)
+        for model in models:
+            if is_priced(model, wf.cost.pricing, pname) or is_priced(model, wf.cost.pricing):
+                continue
+            hint = did_you_mean(model, sorted(BUILTIN_PRICES))
+            if hint:  # a name like no known one (a local model's) is left alone
+                checker.warn(where, f"agent '{step.name}': model '{model}' is not a model "
+                             "podium's price tables know, so its cost is not counted and "
+                             "--budget cannot price it", hint, code="unknown-model",
+                             at="value")
 
 
 def _check_prices(checker: Checker) -> None:

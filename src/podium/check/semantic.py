@@ -49,9 +49,11 @@ class Checker(PathChecks):
         self.check_templates()
         self.check_output_paths()
         self.check_subworkflows()
+        from podium.check.enums import check_enum_literals
         from podium.check.providers import check_providers
         from podium.check.shell import check_shell_quoting
 
+        check_enum_literals(self)
         check_providers(self)
         check_shell_quoting(self)
 
@@ -235,6 +237,11 @@ class Checker(PathChecks):
             if name not in reach and name not in members:
                 self.warn((*self.step_path(name), "name"), f"'{name}' is unreachable: no route "
                           "from the entry point leads to it", code="unreachable", at="value")
+        for name in self.graph.trapped():
+            self.err((*self.step_path(name), "name"), f"no terminate step or $end is reachable "
+                     f"from '{name}': a run that gets here can only loop until max_iterations",
+                     "add a route to $end (or to a terminate step) that some condition takes",
+                     code="no-end", at="value")
 
     # ------------------------------------------------------------------ input declarations
 

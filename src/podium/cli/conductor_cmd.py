@@ -223,8 +223,8 @@ def status_command(json_out: bool) -> int:
         finally:
             store.close()
         now = time.time()
-        out = [{"id": r.id, "workflow": r.workflow_name, "workflow_path": r.workflow_path,
-                "current_step": r.current_step, "pid": lv.lease.owner.pid if lv.lease else None,
+        out = [{"run_id": r.id, "id": r.id, "workflow": r.workflow_name,
+                "workflow_path": r.workflow_path, "current_step": r.current_step, "pid": lv.lease.owner.pid if lv.lease else None,
                 "command": lv.lease.owner.command if lv.lease else None,
                 "started_at": r.created_at, "web": bool((r.options or {}).get("web")),
                 "temporal": (r.options or {}).get("temporal"), "status": r.status,

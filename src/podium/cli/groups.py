@@ -41,13 +41,15 @@ def gate_answer(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    allow_changed: Annotated[bool, typer.Option(
+        "--allow-changed", help="Resume even though the workflow file changed.")] = False,
 ) -> None:
     """Answer a parked gate and resume its run."""
     from podium.cli.resume_cmd import ResumeRequest, gate_answer_command
     ready()
 
     req = ResumeRequest(run_id, verbosity=0 if quiet else (2 if verbose else 1),
-                        json_out=json_out)
+                        json_out=json_out, allow_changed=allow_changed)
     raise typer.Exit(gate_answer_command(run_id, value, text, not no_resume, req))
 
 

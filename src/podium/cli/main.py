@@ -70,7 +70,7 @@ def _verbosity(quiet: bool, verbose: bool) -> int:
 
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Workflow files to check.",
+    files: Annotated[list[Path], typer.Argument(help="Workflow files (or folders) to check.",
                                                  show_default=False, metavar="FILE")],
     output_format: Annotated[str, typer.Option("--format", "-f",
                                                help="Output format: text or json.", metavar="FORMAT")] = "text",
@@ -439,6 +439,8 @@ def fork(
     json_out: Annotated[bool, typer.Option("--json")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    no_interactive: Annotated[bool, typer.Option(
+        "--no-interactive", help="Never prompt: a human gate parks the run.")] = False,
 ) -> None:
     """Start a new run that reuses a recorded run up to a step and runs live from there."""
     from podium.cli.replay_cmd import fork_command
@@ -447,7 +449,8 @@ def fork(
     raise typer.Exit(fork_command(run, from_step, inputs or [], responses=responses,
                                   skip_gates=skip_gates,
                                   verbosity=0 if quiet else (2 if verbose else 1),
-                                  json_out=json_out))
+                                  json_out=json_out,
+                                  interactive=False if no_interactive else None))
 
 
 @app.command()

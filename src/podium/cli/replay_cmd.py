@@ -57,7 +57,8 @@ def replay_command(ref: str, verbosity: int, json_out: bool) -> int:
 
 
 def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path | None,
-                 skip_gates: bool, verbosity: int, json_out: bool) -> int:
+                 skip_gates: bool, verbosity: int, json_out: bool,
+                 interactive: bool | None = None) -> int:
     from podium.app.home import open_store
     from podium.app.inputs import coerce_cli_value
     from podium.app.launch import LaunchOptions
@@ -97,7 +98,8 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
             responses = Path(parent.options["responses"])  # the parent's scripted answers
         provider = (parent.options or {}).get("provider")  # the parent's --provider, as resume
         opts = LaunchOptions(skip_gates, responses, verbosity, provider, None, json_out,
-                             observers=[ConsoleSink(sys.stderr, verbosity)])
+                             observers=[ConsoleSink(sys.stderr, verbosity)],
+                             interactive=interactive)
         start = StartRequest(wf, path, inputs, forked_from=parent.id, command="fork",
                              options={"responses": str(responses.resolve()) if responses
                                       else None, "skip_gates": skip_gates, "provider": provider,

@@ -60,13 +60,15 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
                         req: ResumeRequest) -> int:
     from podium.app.home import open_store
     from podium.app.launch import LaunchOptions
-    from podium.app.runs import answer_gate, resume_run
+    from podium.app.runs import answer_gate, refuse_changed, resume_run
 
     try:
         store = open_store()
     except PodiumError as exc:
         return fail("", exc)
     try:
+        if resume and not req.allow_changed:
+            refuse_changed(store, run_id)
         answered = answer_gate(store, run_id, value, text, by="cli")
         gate, root = answered.gate, answered.root
         sys.stderr.write(f"podium: gate '{gate.step}' of run {gate.run_id} answered: "

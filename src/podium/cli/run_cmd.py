@@ -126,7 +126,8 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
     opts = LaunchOptions(req.skip_gates, req.responses, -1 if req.silent else req.verbosity,
                          req.provider, req.events, req.json_out, req.record,
                          observers=observers, interactive=req.interactive,
-                         workspace_instructions=given.workspace, cli_instructions=given.cli)
+                         workspace_instructions=given.workspace, cli_instructions=given.cli,
+                         park_limits=_someone_to_ask(req, hooks))
     try:
         store = open_store()
     except PodiumError as exc:
@@ -159,6 +160,13 @@ def run_command(req: RunRequest, hooks: RunHooks | None = None) -> int:
         if hooks is not None:
             hooks.close()
         store.close()
+
+
+def _someone_to_ask(req: RunRequest, hooks: RunHooks | None) -> bool:
+    """Whether an exhausted max_iterations parks the run for a person (a terminal, a
+    console, or --no-interactive: asked to park) or fails it, as Conductor's
+    MaxIterationsError does when nobody can be asked (exit 4)."""
+    return req.interactive is not None or hooks is not None or sys.stdin.isatty()
 
 
 def _temporal(req: RunRequest) -> Any:

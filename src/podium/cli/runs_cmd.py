@@ -64,8 +64,9 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
         rows = [r for r, _ in found]
         shown = {r.id: lv.status for r, lv in found}
         if fmt == "json":
-            out = [{"id": r.id, "workflow": r.workflow_name, "workflow_path": r.workflow_path,
-                    "status": shown[r.id], "current_step": r.current_step,
+            # run_id as in every JSON output; id kept as its alias
+            out = [{"run_id": r.id, "id": r.id, "workflow": r.workflow_name,
+                    "workflow_path": r.workflow_path, "status": shown[r.id], "current_step": r.current_step,
                     "created_at": r.created_at, "updated_at": r.updated_at,
                     "finished_at": r.finished_at, "iterations": r.iterations,
                     "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
@@ -126,7 +127,7 @@ def show_command(run_id: str, fmt: str) -> int:
         per_step = {name: s.as_json() for name, s in spent.by_agent.items()}
         if fmt == "json":
             sys.stdout.write(json.dumps({
-                "run": dict(run.to_json(), status=live.status, live=live.live,
+                "run": dict(run.to_json(), run_id=run.id, status=live.status, live=live.live,
                             owner=None if live.lease is None else live.lease.owner.__dict__),
                 "steps": [{"step": r.step, "type": r.step_type, "iteration": r.iteration,
                            "output": r.output, "route_to": r.route_to, "elapsed": r.elapsed}
@@ -134,6 +135,7 @@ def show_command(run_id: str, fmt: str) -> int:
                 "cost_per_agent": per_step,
                 "spend": spend_json(spent),
                 "open_gates": [g.__dict__ for g in gates],
+                "failed_step": _failed_step(events) if run.error else None,
             }, indent=2, default=str) + "\n")
             return exitcodes.OK
         w = sys.stdout.write
@@ -184,11 +186,37 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"waiting at gate '{g.step}' ({g.kind}): podium gate answer {run.id} VALUE\n")
         if run.output is not None:
             w("output: " + json.dumps(run.output, indent=2, ensure_ascii=False) + "\n")
+        failed = _failed_step(events) if run.error else None
+        if failed is not None:
+            w(f"failed at: step '{failed['step']}' ({failed['step_type']}, iteration "
+              f"{failed['iteration']}, {failed.get('error_type', 'error')})\n")
+            for label in ("exit_code", "stderr", "stdout", "answer"):
+                if (failed.get("details") or {}).get(label) not in (None, ""):
+                    w(f"  {label}: {_tail(failed['details'][label])}\n")
         if run.error:
             w(f"error: {run.error}\n")
         return exitcodes.OK
 
     return _guard(body)
+
+
+def _failed_step(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's last top-level step_failed event: the step its error came from."""
+    for e in reversed(events):
+        if e["type"] == "step_failed" and not e.get("group"):
+            found: dict[str, Any] = e
+            return found
+        if e["type"] in ("step_finished", "run_started"):
+            return None
+    return None
+
+
+def _tail(value: Any, lines: int = 5) -> str:
+    """The last lines of a recorded stream, on one line each, indented under their label."""
+    if not isinstance(value, str):
+        return json.dumps(value, default=str)
+    kept = [line for line in value.rstrip().splitlines() if line.strip()][-lines:]
+    return "\n    ".join(line[:200] for line in kept)
 
 
 def events_command(run_id: str, after: int) -> int:

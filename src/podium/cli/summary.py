@@ -29,6 +29,19 @@ def next_command(outcome: Any) -> str | None:
 
 def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
     w = out.write
+    # an interruption: the console said it in one line; the summary says how to go on
+    if outcome.status != "interrupted":
+        _outcome(outcome, engine, out)
+    hint = next_command(outcome)
+    if hint:
+        w(f"next: {hint}\n")
+    if outcome.path:
+        w(f"path: {_path(outcome.path)}\n")
+    _usage(outcome, out)
+
+
+def _outcome(outcome: Any, engine: Any, out: TextIO) -> None:
+    w = out.write
     w(f"\nrun {outcome.run_id}: {outcome.status} in {outcome.elapsed:.2f}s · "
       f"{outcome.iterations} step{'s' if outcome.iterations != 1 else ''}")
     if outcome.terminal and outcome.terminal != "$end":
@@ -38,11 +51,10 @@ def print_summary(engine: Any, outcome: Any, out: TextIO) -> None:
         err = outcome.error
         located = err.located() if hasattr(err, "located") else str(err)
         w(f"error: {engine.bus.redactor.text(located)}\n")
-    hint = next_command(outcome)
-    if hint:
-        w(f"next: {hint}\n")
-    if outcome.path:
-        w(f"path: {_path(outcome.path)}\n")
+
+
+def _usage(outcome: Any, out: TextIO) -> None:
+    w = out.write
     usage = outcome.usage_by_step
     if usage:
         total = 0.0

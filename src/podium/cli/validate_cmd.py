@@ -26,6 +26,11 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
     code = exitcodes.OK
     total_errors = total_warnings = 0
     out = sys.stdout
+    given, files = files, expand_folders(files)
+    for folder in (p for p in given if p.is_dir() and not expand_folders([p])):
+        sys.stderr.write(f"podium validate: {folder}: no workflow files under it (*.yaml or "
+                         "*.yml with a top-level workflow: key, *.test.yaml)\n")
+        code = exitcodes.FILE_ERROR
     for path in files:
         if path.name.endswith((".test.yaml", ".test.yml")):
             test_report = _test_file(path, output_format, strict)
@@ -77,7 +82,7 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
     if output_format == "json":
         json.dump({"valid": code == exitcodes.OK, "files": reports}, out, indent=2)
         out.write("\n")
-    else:
+    elif files:
         _summary(files, reports, total_errors, total_warnings, strict)
     return code
 
@@ -95,6 +100,38 @@ def _tool_access(result: LoadResult) -> list[Access]:
             message, hint = unnamed_warning(a)
             result.warning(a.path, message, hint, code="unnamed-tools")
     return access
+
+
+_SKIP = frozenset({"node_modules", "__pycache__", "site-packages"})
+
+
+def expand_folders(paths: list[Path]) -> list[Path]:
+    """Each folder given replaced by the workflow and test files under it, as `podium test
+    DIR` finds tests: *.yaml and *.yml with a top-level `workflow:` key, and *.test.yaml
+    (hidden files and folders, such as podium eval's copies, and node_modules skipped);
+    other paths kept as given."""
+    out: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = [f for f in sorted(path.rglob("*")) if f.suffix in (".yaml", ".yml")
+                 and f.is_file() and not any(part.startswith(".") or part in _SKIP
+                                             for part in f.relative_to(path).parts)
+                 and _is_workflow(f)]
+        out.extend(found)
+    return out
+
+
+def _is_workflow(path: Path) -> bool:
+    if path.name.endswith((".test.yaml", ".test.yml")):
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return True  # reported as unreadable, with the reason
+    return any(line.startswith(b"workflow:") for line in head.splitlines())
 
 
 def _test_file(path: Path, output_format: str, strict: bool) -> dict[str, Any]:

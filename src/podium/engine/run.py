@@ -146,6 +146,7 @@ class Engine:
         # what the run spent: the live fold of its model calls (events/spend.py)
         self.meter = SpendMeter(self.run_id)
         self.bus.add(self.meter)
+        self.park_limits = True  # False: an exhausted max_iterations fails, never parks
         self._budget_reported = 0.0
         self.current: str | None = None
         self._started = 0.0
@@ -420,7 +421,7 @@ class Engine:
         answer = self.services.answerer.answer(GateRequest(
             self.run_id, node, 0, prompt, (), "iteration_limit", state.run_iteration,
             state.max_iterations, tuple(recent)))
-        if answer is None and self.parker is not None:
+        if answer is None and self.parker is not None and self.park_limits:
             raise GateUnanswerable("the run reached max_iterations and needs a person to grant "
                                    "more", GateRequest(self.run_id, node, 0, prompt, (),
                                                        "iteration_limit", state.run_iteration,

@@ -166,6 +166,13 @@ SDK_EXTRAS: dict[str, tuple[str, str]] = {
     "claude": ("anthropic", "anthropic"), "copilot": ("copilot", "copilot"),
     "claude-agent-sdk": ("claude_agent_sdk", "claude-agent"),
 }
+# what each provider needs next, once its SDK is there
+SDK_KEYS: dict[str, str] = {
+    "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
+    "claude": "ANTHROPIC_API_KEY",
+    "copilot": "COPILOT_GITHUB_TOKEN, GH_TOKEN or GITHUB_TOKEN (or run `copilot login`)",
+    "claude-agent-sdk": "ANTHROPIC_API_KEY (or run `claude login`)",
+}
 
 
 class ProviderRegistry:
@@ -210,9 +217,12 @@ class ProviderRegistry:
                                 "use scripted answers")
         sdk, extra = SDK_EXTRAS.get(name, (None, None))
         if sdk is not None and importlib.util.find_spec(sdk) is None:
+            key = SDK_KEYS.get(name)
+            then = f"; then set {key}" if key else ""
             raise ProviderError(f"provider '{name}' needs its SDK ({sdk}), which is not "
-                                f"installed: pip install 'podium[{extra}]' (or, in a checkout, "
-                                f"uv sync --extra {extra})")
+                                f"installed: uv pip install 'podium[{extra}]' (in podium's "
+                                f"checkout: uv sync --inexact --no-dev --extra {extra}, which "
+                                f"keeps what is installed){then}")
         module, attr = KNOWN_PROVIDERS[name].split(":")
         make = getattr(importlib.import_module(module), attr)
         if settings is None and self.settings is not None:

@@ -41,6 +41,7 @@ from podium.providers.runtime_common import (
     CLAUDE_QUIET_ENV,
     LoopThread,
     RuntimeMissing,
+    claude_login_missing,
     clip,
     find_cli,
     install_hint,
@@ -93,6 +94,9 @@ def resolve_config(settings: ProviderSettings) -> ClaudeAgentConfig:
         cli = find_cli(CLAUDE_CLI, settings.environ, bundled_cli())
     except RuntimeMissing as exc:
         raise ProviderError(str(exc)) from None
+    login = claude_login_missing(settings.environ, bool(base_url or key or token))
+    if login is not None:  # Claude Code would start, then fail at its first call
+        raise ProviderError(login)
     return ClaudeAgentConfig(cli, env, settings.mcp_servers)
 
 

@@ -40,6 +40,7 @@ from podium.providers.runtime_common import (
     LoopThread,
     RuntimeMissing,
     clip,
+    copilot_login_missing,
     find_cli,
     install_hint,
     podium_home,
@@ -134,6 +135,9 @@ def resolve_config(settings: ProviderSettings) -> CopilotConfig:
             cli_path = find_cli(COPILOT_CLI, env)
         except RuntimeMissing as exc:
             raise ProviderError(str(exc)) from None
+        login = None if endpoint is not None else copilot_login_missing(env)
+        if login is not None:  # the runtime would start, then fail at its first call
+            raise ProviderError(login)
     home = str(podium_home(env) / "copilot") if endpoint is not None else None
     return CopilotConfig(cli_path, runtime_url, runtime_token, endpoint, env,
                          settings.mcp_servers, home, large_output(settings.tool_output))

@@ -13,6 +13,7 @@ and taken out of the input count, so no token is paid twice.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -172,13 +173,19 @@ def context_window(model: str | None, provider: str | None = None) -> int | None
 
 @lru_cache(maxsize=256)
 def builtin_price(model: str) -> Price | None:
-    """podium's own table: the exact name, then a known name followed by a version suffix."""
+    """podium's own table: the exact name, then a known name followed by a version suffix (a
+    date or version number, `latest`, `preview`): `gpt-4o-2024-08-06` is gpt-4o, while
+    `gpt-4o-mnii` or `gpt-4.1-nano` is not priced as gpt-4o or gpt-4.1."""
     if model in BUILTIN_PRICES:
         return BUILTIN_PRICES[model]
     for known in sorted(BUILTIN_PRICES, key=len, reverse=True):
-        if model.startswith(known + "-"):
+        if model.startswith(known + "-") and _VERSION.match(model, len(known) + 1):
             return BUILTIN_PRICES[known]
     return None
+
+
+_VERSION = re.compile(r"(?:\d|latest$|preview\b)")
+
 
 
 def find_price(model: str | None, overrides: dict[str, ModelPricing],

@@ -190,6 +190,60 @@ class LoopThread:
             self.loop.close()
 
 
+# --------------------------------------------------------------------------- logins
+
+# PODIUM_RUNTIME_LOGIN_CHECK=0: trust the runtime to find a login podium cannot see (a
+# keychain entry, say) instead of stopping before the run
+LOGIN_CHECK = "PODIUM_RUNTIME_LOGIN_CHECK"
+COPILOT_TOKENS = ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN")
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or Path.home())
+
+
+def _mentions(path: Path, *keys: str) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")[:1 << 20]
+    except OSError:
+        return False
+    return any(f'"{k}"' in text for k in keys)
+
+
+def copilot_login_missing(environ: Mapping[str, str]) -> str | None:
+    """Why the Copilot CLI cannot reach GitHub's service (no token variable, no stored login),
+    or None. A custom endpoint (base_url) or a runtime_url needs neither: not asked then."""
+    if environ.get(LOGIN_CHECK) == "0" or any(environ.get(k) for k in COPILOT_TOKENS):
+        return None
+    folders = [_home(environ) / ".copilot"]
+    if environ.get("XDG_CONFIG_HOME"):
+        folders.insert(0, Path(environ["XDG_CONFIG_HOME"]) / ".copilot")
+    for folder in folders:
+        if _mentions(folder / "config.json", "logged_in_users", "last_logged_in_user"):
+            return None
+    return (f"provider 'copilot' has no GitHub login: set {', '.join(COPILOT_TOKENS[:-1])} or "
+            f"{COPILOT_TOKENS[-1]} to a token with Copilot access, or run `copilot login` "
+            f"(runtimes/node_modules/.bin/copilot in podium's checkout); {LOGIN_CHECK}=0 "
+            "skips this check")
+
+
+def claude_login_missing(environ: Mapping[str, str], configured: bool) -> str | None:
+    """Why Claude Code has no credentials (no key or token, no `claude login`), or None.
+    `configured`: the workflow gives a key, token or endpoint of its own."""
+    keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+            "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
+    if configured or environ.get(LOGIN_CHECK) == "0" or any(environ.get(k) for k in keys):
+        return None
+    config = Path(environ.get("CLAUDE_CONFIG_DIR") or _home(environ) / ".claude")
+    if (config / ".credentials.json").is_file() or _mentions(
+            _home(environ) / ".claude.json", "oauthAccount") or _mentions(
+            config / ".claude.json", "oauthAccount"):
+        return None
+    return ("provider 'claude-agent-sdk' has no credentials: set ANTHROPIC_API_KEY (or "
+            "ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN), or run `claude login`; "
+            f"{LOGIN_CHECK}=0 skips this check")
+
+
 # --------------------------------------------------------------------------- session_key table
 
 

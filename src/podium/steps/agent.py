@@ -39,6 +39,7 @@ from podium.steps.schema import (
     check_value,
     extract_json_object,
     json_type_name,
+    received,
     to_json_schema,
 )
 from podium.templating import is_template
@@ -401,7 +402,7 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
                     else "its answer is not valid JSON" if reason == "syntax"
                     else "its answer breaks the output schema")
             broke = OutputContractError(
-                f"{kind} after {attempt} attempt(s): {error}"
+                f"{kind} after {attempt} attempt(s): {error}; {received(reply.text)}"
                 + (" (consider output_mode: raw for long prose)"
                    if reason == "syntax" and not refused else ""),
                 step=name, iteration=it, details={"answer": reply.text[:2000]})

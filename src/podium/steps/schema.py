@@ -34,6 +34,16 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def received(text: str, limit: int = 80) -> str:
+    """What an output contract was given, for its error: the first `limit` characters of the
+    text, JSON-quoted (newlines and control characters stay visible), or that it was empty."""
+    if not text.strip():
+        return "received nothing" if not text else f"received only whitespace ({len(text)} chars)"
+    head = json.dumps(text[:limit], ensure_ascii=False)
+    more = f"… ({len(text):,} chars)" if len(text) > limit else ""
+    return f"received {head}{more}"
+
+
 def json_type_name(value: Any) -> str:
     """The JSON name of a value's type: null, boolean, number, string, array, object."""
     if value is None:

@@ -28,7 +28,7 @@ from podium.errors import LimitExceeded, OutputContractError, StepError
 from podium.events.model import ScriptOutput
 from podium.language.model import MAX_SCRIPT_OUTPUT_MB, ScriptStep
 from podium.steps.base import StepCall, StepOutcome
-from podium.steps.schema import SchemaViolation, check_value, json_type_name
+from podium.steps.schema import SchemaViolation, check_value, json_type_name, received
 from podium.tools import processes
 from podium.tools.processes import Captured, Command
 
@@ -219,13 +219,13 @@ def _strict_output(step: ScriptStep, output: dict[str, Any], stdout: str,
             from None
     except ValueError as exc:
         err = OutputContractError(f"declares an output schema but stdout is not one JSON object "
-                                  f"({exc}); exit code {output['exit_code']}. Write logs to "
-                                  "stderr", step=step.name, iteration=iteration, details=details)
+                                  f"({exc}); exit code {output['exit_code']}; "
+                                  f"{received(stdout)}. Write logs to stderr", step=step.name, iteration=iteration, details=details)
         raise err from None
     if not isinstance(value, dict):
         kind = "list" if isinstance(value, list) else json_type_name(value)
         err = OutputContractError(f"declares an output schema but stdout is a JSON {kind}, not "
-                                  "an object", step=step.name, iteration=iteration,
+                                  f"an object; {received(stdout)}", step=step.name, iteration=iteration,
                                   details=details)
         raise err
     output.update(value)

@@ -13,7 +13,16 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Static
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    OptionList,
+    Static,
+)
 
 from podium.app.fleet import (
     FILTERS,
@@ -115,9 +124,26 @@ class Actions:
             if not eq or not name:
                 raise PodiumError(f"input '{word}' is not NAME=VALUE")
             values[name] = value
+        _check_start(path if path.is_absolute() else folder / path, values)
         spawned = spawn_run(path, values, home=self.home, cwd=folder.resolve(), by="fleet",
                             python=self.python)
         return f"started {file} (pid {spawned.pid}, log {spawned.log})"
+
+
+def _check_start(path: Path, values: dict[str, str]) -> None:
+    """What `podium run` would refuse (an invalid workflow, a missing or unknown input),
+    said here instead of in the started process's log after "started"."""
+    import io
+
+    from podium.app.inputs import parse_inputs
+    from podium.app.workflows import load_valid
+
+    said = io.StringIO()
+    wf, _ = load_valid(path, [], err=said)
+    if wf is None:
+        first = next((line for line in said.getvalue().splitlines() if line.strip()), "")
+        raise PodiumError(f"{path.name} is not a valid workflow: {first}")
+    parse_inputs(wf, [f"{k}={v}" for k, v in values.items()], None)
 
 
 class AnswerScreen(ModalScreen[tuple[str, str] | None]):
@@ -125,23 +151,25 @@ class AnswerScreen(ModalScreen[tuple[str, str] | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, gate: GateRecord) -> None:
+    def __init__(self, gate: GateRecord, refused: str | None = None) -> None:
         super().__init__()
         self.gate = gate
+        self.refused = refused  # why the last answer was refused: the dialog stays open
 
     def compose(self) -> ComposeResult:
         g = self.gate
-        options = "\n".join(f"  {i}. {o.get('value')}  {o.get('label', '')}"
-                            + ("  (asks for text)" if o.get("prompt_for") else "")
-                            for i, o in enumerate(g.options, 1))
         hint = {"iteration_limit": "how many more iterations (0 stops the run)",
                 "dialog": "an option, or what to say to the agent"}.get(
             g.kind, "an option's value, label or number")
         with Vertical(id="answer-box"):
             yield Label(f"Gate '{g.step}' of run {g.run_id}")
             yield Static(_short(g.prompt, 2000), id="gate-prompt")
-            if options:
-                yield Static(options, id="gate-options")
+            if self.refused:
+                yield Static(f"refused: {self.refused}", id="answer-refused")
+            if g.options:  # arrows choose, Enter answers
+                yield OptionList(*(f"{o.get('label') or o.get('value')}  ({o.get('value')})"
+                                   + ("  asks for text" if o.get("prompt_for") else "")
+                                   for o in g.options), id="gate-options")
             yield Input(placeholder=hint, id="answer-value")
             yield Input(placeholder="text (for an option that asks for it)", id="answer-text")
             with Horizontal():
@@ -157,6 +185,10 @@ class AnswerScreen(ModalScreen[tuple[str, str] | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        value = str(self.gate.options[event.option_index].get("value"))
+        self.dismiss((value, self.query_one("#answer-text", Input).value))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "answer-ok":
@@ -256,8 +288,8 @@ class DetailScreen(Screen[None]):
                  f"{cost_text(r)}   file {d.run.workflow_path}"]
         if d.run.terminal:
             lines.append(f"ended at '{d.run.terminal}': {d.run.reason or ''}")
-        if d.run.error:
-            lines.append(f"error: {_short(d.run.error, 300)}")
+        if d.run.error and r.status != "waiting":  # a parked run's message is no error:
+            lines.append(f"error: {_short(d.run.error, 300)}")  # its gates say what waits
         for g in d.gates:
             lines.append(f"waiting at gate '{g.step}' ({g.kind}): {_short(g.prompt, 200)} "
                          "— press a to answer")
@@ -334,7 +366,7 @@ class FleetApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#runs", DataTable)
+        table = self.main_screen.query_one("#runs", DataTable)
         table.add_columns(*COLUMNS)
         self.reload()
         table.focus()
@@ -342,13 +374,19 @@ class FleetApp(App[None]):
 
     # ------------------------------------------------------------------ the table
 
+    @property
+    def main_screen(self) -> Screen[Any]:
+        """The table's screen, whatever dialog is open on top of it (a tick of the refresh
+        with a dialog open queried the dialog, and failed)."""
+        return self.screen_stack[0]
+
     def reload(self) -> None:
         try:
             rows = fleet(self.store, status=self.status_filter, search=self.search_text)
         except PodiumError as exc:
             self.say(f"cannot read the run store: {exc}")
             return
-        table = self.query_one("#runs", DataTable)
+        table = self.main_screen.query_one("#runs", DataTable)
         current = self.selected()
         if [_cells(r) for r in rows] == [_cells(r) for r in self.rows] and table.row_count:
             return
@@ -361,7 +399,7 @@ class FleetApp(App[None]):
             table.move_cursor(row=ids.index(current))
 
     def selected(self) -> str | None:
-        table = self.query_one("#runs", DataTable)
+        table = self.main_screen.query_one("#runs", DataTable)
         if not table.row_count:
             return None
         row = table.cursor_row
@@ -370,7 +408,7 @@ class FleetApp(App[None]):
         return None
 
     def say(self, text: str) -> None:
-        self.query_one("#message", Static).update(text)
+        self.main_screen.query_one("#message", Static).update(text)
 
     def _target(self) -> str | None:
         screen = self.screen
@@ -386,7 +424,7 @@ class FleetApp(App[None]):
 
     def set_filter(self, name: str) -> None:
         self.status_filter = name
-        self.query_one("#filter-label", Label).update(f"filter: {name}")
+        self.main_screen.query_one("#filter-label", Label).update(f"filter: {name}")
         self.rows = []
         self.reload()
 
@@ -434,8 +472,16 @@ class FleetApp(App[None]):
         gate = gates[-1]
 
         def answered(result: tuple[str, str] | None) -> None:
-            if result is not None:
-                self._do(self.ops.answer, run_id, gate.id, result[0], result[1])
+            if result is None:
+                return
+            try:
+                said = self.ops.answer(run_id, gate.id, result[0], result[1])
+            except PodiumError as exc:  # the dialog comes back, saying why; the row stays
+                self.say(f"refused: {exc}")
+                self.push_screen(AnswerScreen(gate, refused=str(exc)), answered)
+                return
+            self.say(str(said))
+            self.reload()
 
         self.push_screen(AnswerScreen(gate), answered)
 

@@ -316,6 +316,25 @@ class ConsoleHooks:
 
     def finished(self, engine: Any) -> None:
         self.console.drain(engine.run_id)
+        self.ended = True
 
     def close(self) -> None:
-        self.console.stop()
+        """Stop the console; after a run that ended, on a terminal, only once the person
+        presses Ctrl+C (as Conductor), so the link printed at the start still opens the run.
+        PODIUM_WEB_LINGER=1 keeps it without a terminal, 0 never."""
+        try:
+            if getattr(self, "ended", False) and _linger():
+                with contextlib.suppress(KeyboardInterrupt):  # a Ctrl+C right after the line
+                    sys.stderr.write(f"podium console: the run ended; its page stays at "
+                                     f"{self.url} until Ctrl+C\n")
+                    sys.stderr.flush()
+                    threading.Event().wait()
+        finally:
+            self.console.stop()
+
+
+def _linger() -> bool:
+    wanted = os.environ.get("PODIUM_WEB_LINGER")
+    if wanted is not None:
+        return wanted == "1"
+    return sys.stdin.isatty() and not os.environ.get("PODIUM_WEB_URL_FILE")

@@ -76,6 +76,7 @@ class ConsoleSink:
         self._nested = False
         self.after_start = list(after_start or [])  # lines printed after the run's first line
         self._streaming: tuple[str, str, str | None] | None = None  # (step, kind, tool) open
+        self._scripts: dict[str, ScriptOutput] = {}  # a script's return, until its step ends
 
     def _stream(self, event: ModelDelta) -> None:
         """Streamed model text as it arrives (verbose): a line opens per step and kind, the
@@ -147,6 +148,7 @@ class ConsoleSink:
                 self._line((line, "yellow"))
             self.after_start = []
         elif isinstance(event, (StepStarted, StepFinished)) and event.group is not None:
+            self._scripts.pop(event.step, None)
             if v >= 2 and isinstance(event, StepFinished):
                 self._line(("    · ", "dim"), (event.step, None),
                            (f" ✓ {event.elapsed:.2f}s", "dim"))
@@ -157,7 +159,10 @@ class ConsoleSink:
                        (f" ({event.step_type}", "dim"),
                        ((f", iteration {event.iteration}" if event.iteration > 1 else ""), "dim"),
                        (")", "dim"))
+        elif isinstance(event, StepFinished) and v >= 1 and self._nonzero(event):
+            self._script_failed(event, self._scripts.pop(event.step))
         elif isinstance(event, StepFinished) and v >= 1:
+            self._scripts.pop(event.step, None)
             extra = ""
             if event.input_tokens or event.output_tokens:
                 cost = "unpriced" if event.cost_usd is None else f"${event.cost_usd:.4f}"
@@ -169,6 +174,9 @@ class ConsoleSink:
                            (_short(parsed_first(event.step_type, event.output), 400), None))
         elif isinstance(event, StepFailed):
             self._line(("    ✗ ", "red"), (f"{event.step}: {event.message}", "red"))
+            done = self._scripts.pop(event.step, None)
+            if done is not None and v == 1:
+                self._stderr_tail(done)
         elif isinstance(event, RouteTaken):
             cond = f" (when {event.condition})" if event.condition else ""
             if event.kind == "option":
@@ -196,6 +204,8 @@ class ConsoleSink:
             mark = "✗" if event.is_error else "⚙"
             self._line((f"    {mark} ", "dim"), (event.tool, None),
                        (f" {_short(event.arguments, 160)}", "dim"))
+        elif isinstance(event, ScriptOutput) and v == 1:
+            self._scripts[event.step] = event
         elif isinstance(event, ScriptOutput) and v >= 2:
             self._line(("    $ ", "dim"), (" ".join(event.argv), "dim"),
                        (f" → exit {event.exit_code}", "dim"))
@@ -234,6 +244,22 @@ class ConsoleSink:
         elif isinstance(event, RunFinished):
             self._finished(event)
 
+    def _nonzero(self, event: StepFinished) -> bool:
+        done = self._scripts.get(event.step)
+        return done is not None and done.exit_code != 0
+
+    def _script_failed(self, event: StepFinished, done: ScriptOutput) -> None:
+        """A script that exited non-zero: its exit code (data its routes read, as in Conductor,
+        so the run goes on) and the end of its stderr, in place of a green mark."""
+        self._line(("    ✗ ", "yellow"), (f"exit {done.exit_code}", "yellow"),
+                   (f" · {event.elapsed:.2f}s", "dim"))
+        self._stderr_tail(done)
+
+    def _stderr_tail(self, done: ScriptOutput, lines: int = 5) -> None:
+        tail = [line for line in done.stderr.rstrip().splitlines() if line.strip()][-lines:]
+        for line in tail:
+            self._line(("    stderr: ", "dim"), (_short(line, 200), None))
+
     def _finished(self, event: RunFinished) -> None:
         style = {"success": "bold green", "failed": "bold red", "waiting": "bold yellow"}.get(
             event.status, "bold red")
@@ -247,6 +273,11 @@ class ConsoleSink:
         elif event.parent_run_id is not None:  # a sub-workflow: its parent says the rest
             self._line((f"sub-workflow run {event.status}", style),
                        (f" ({event.error_type}): {event.message}", None))
+        elif event.status == "interrupted":  # one line; the summary adds how to resume
+            where = f" at '{event.step}'" if event.step else ""
+            steps = f"{event.iterations} step{'s' if event.iterations != 1 else ''}"
+            self._line((f"run {event.run_id} interrupted", style),
+                       (f"{where} after {event.elapsed:.2f}s · {steps}", None))
         else:  # the summary that follows names the error once, with the command to go on
             where = f" at '{event.step}'" if event.step else ""
             self._line((f"run {event.status}", style), (where, None))

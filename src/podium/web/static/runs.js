@@ -22,7 +22,7 @@ export function runsPage(main, nav) {
   const rows = new Map(); // id -> {run, tr}
   let order = [];
   let skew = 0;
-  let counts = {};
+  let counts = null; // null until the first data: the page says it is loading, not 0
   let needs = []; // the runs that need a person, from the store (not only those listed)
   let workflows = [];
   let stream = null;
@@ -50,12 +50,15 @@ export function runsPage(main, nav) {
     table, empty, more));
 
   const now = () => Date.now() / 1000 + skew;
+  summary.textContent = 'Loading runs…';
+  main.setAttribute('aria-busy', 'true');
 
   function renderChips() {
     clear(chips);
     for (const [value, label] of FILTERS) {
-      const n = {'': counts.total, active: counts.active, waiting: counts.waiting, running: counts.running,
-        success: counts.success, failed: counts.failed_all, interrupted: counts.interrupted}[value] || 0;
+      const n = counts === null ? '…' : {'': counts.total, active: counts.active, waiting: counts.waiting,
+        running: counts.running, success: counts.success, failed: counts.failed_all,
+        interrupted: counts.interrupted}[value] || 0;
       chips.append(h('button', {
         type: 'button', class: `chip${value === 'waiting' && n ? ' hot' : ''}`, 'aria-pressed': String(filter.status === value),
         dataset: {filter: value || 'all'},
@@ -145,6 +148,7 @@ export function runsPage(main, nav) {
   }
 
   function onRuns(data) {
+    main.removeAttribute('aria-busy');
     skew = data.now - Date.now() / 1000;
     counts = data.counts;
     needs = data.attention || [];
