@@ -214,6 +214,7 @@ def test_no_matching_route_is_an_error_with_a_witness(tmp_path: Path) -> None:
 
 
 def test_loop_with_no_way_out_and_limit_only_outcome(tmp_path: Path) -> None:
+    # The route graph has a way out (validate passes), but no value takes it.
     path = write(tmp_path, """
         workflow:
           name: trapped
@@ -221,14 +222,23 @@ def test_loop_with_no_way_out_and_limit_only_outcome(tmp_path: Path) -> None:
           limits: {max_iterations: 6}
         agents:
           - name: a
+            tools: []
+            output:
+              flag: {type: boolean}
             routes: [{to: b}]
           - name: b
-            routes: [{to: a}]
+            tools: []
+            routes:
+              - to: done
+                when: "{{ a.output.flag and not a.output.flag }}"
+              - to: a
+          - {name: done, type: terminate, status: success, reason: out}
         """)
     found = _explore(path)
     assert [o.name for o in found.outcomes if o.reachable] == [MAX_ITER]
     assert "explore-trapped" in _codes(found)
     assert "explore-limit-only" in _codes(found)
+    assert "explore-never" in _codes(found)
     assert not found.ok
 
 

@@ -128,7 +128,7 @@ def test_a_loop_with_a_gate_that_can_end_is_valid(tmp_path: Path) -> None:
     flow = write(tmp_path, """
         workflow: {name: spin, entry_point: dev}
         agents:
-          - {name: dev, prompt: Implement., routes: [{to: ask}]}
+          - {name: dev, prompt: Implement., tools: [], routes: [{to: ask}]}
           - name: ask
             type: human_gate
             prompt: Ship it?
