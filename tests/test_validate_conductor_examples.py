@@ -1,7 +1,7 @@
 """Conductor's own 46 examples and 9 test fixtures (tests/corpus/conductor-examples, copied
 unchanged): `podium validate` gives each exactly the pinned result (valid or not, and every
 diagnostic line). What they still report is deliberate: providers and keys podium does not
-support (hermes, aca, Conductor's built-in skill, plugins by name, skill discovery), names a
+support (aca, Conductor's built-in skill, plugins by name, skill discovery), names a
 Conductor run would fail on too (`{{ changes }}` with no such variable), and podium's own
 warnings (docs/compatibility.md).
 
@@ -59,7 +59,9 @@ def test_the_files_conductor_calls_valid_are_valid() -> None:
                  "fixtures/valid_env_vars.yaml", "fixtures/valid_templated_enums.yaml",
                  "examples/research-assistant.yaml", "examples/parallel-research.yaml",
                  "examples/set-step.yaml", "examples/wait-step.yaml",
-                 "examples/context-tier.yaml", "examples/tool-output-limits.yaml"):
+                 "examples/context-tier.yaml", "examples/tool-output-limits.yaml",
+                 "examples/hermes-simple.yaml", "examples/hermes-features.yaml",
+                 "examples/hermes-toolsets.yaml"):
         assert expected[name]["valid"], name
 
 

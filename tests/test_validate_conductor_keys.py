@@ -1,8 +1,8 @@
 """`validate` on Conductor's semantics, in-process: no false positive for explicit-mode group
 references or for either branch of an `is defined` guard; "did you mean" hints that offer only
 names valid where they are written; every key Conductor acts on either works or is an error
-at its file:line (context_tier, skills, plugins, the hermes and aca runtimes and the aca
-sandbox block); runtime tool names for the agents whose runtime has them; and the partials
+at its file:line (context_tier, skills, plugins, the aca runtime and its sandbox block; hermes
+is a provider with its own fields); runtime tool names for the agents whose runtime has them; and the partials
 of `!file` prompts, resolved and parsed."""
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def test_an_unknown_output_key_of_a_script_is_not_taken_for_a_typo(tmp_path: Pat
 # --------------------------------------------------------------------------- hermes and aca
 
 
-def test_hermes_and_aca_are_not_supported_not_unknown(tmp_path: Path) -> None:
+def test_aca_is_not_supported_not_unknown_and_hermes_is_a_provider(tmp_path: Path) -> None:
     found = check(tmp_path, """
         workflow:
           name: t
@@ -212,15 +212,40 @@ def test_hermes_and_aca_are_not_supported_not_unknown(tmp_path: Path) -> None:
         (5, 22, "workflow.runtime.provider.name", "not-supported"),
         (9, 5, "agents[0].sandbox", "not-supported"),
         (10, 12, "agents[1].name", "unreachable"),
-        (10, 25, "agents[1].provider", "not-supported"),
     ]
     messages = [d.message for d in found if d.severity == "error"]
     assert "provider 'aca' (Conductor's Azure Container Apps sandbox runtime) is not " \
            "supported by podium" in messages[0]
     assert "sandbox: is not supported by podium" in messages[1]
-    assert "provider 'hermes' (Conductor's Hermes agent runtime) is not supported by podium" \
-        in messages[2]
     assert not [d for d in found if "unknown key" in d.message]
+
+
+def test_hermes_takes_its_fields_and_toolsets_not_mcp_servers(tmp_path: Path) -> None:
+    found = check(tmp_path, """
+        workflow:
+          name: t
+          entry_point: a
+          runtime:
+            provider: {name: hermes, hermes_toolsets: [web], hermes_skip_memory: true,
+                       wire_api: responses}
+            mcp_servers: {docs: {command: docs-server}}
+        agents:
+          - {name: a, prompt: A, tools: [read_file, web, docs__search, telepathy],
+             reasoning: {effort: max}, routes: [{to: $end}]}
+        """)
+    assert [(d.line, d.path, d.code) for d in found] == [
+        (6, "workflow.runtime.provider.wire_api", "provider-field"),
+        (9, "agents[0]", "provider-capability"),
+        (9, "agents[0].tools[2]", "provider-capability"),
+        (9, "agents[0].tools[3]", "unknown-tool"),
+        (10, "agents[0].reasoning.effort", "reasoning-effort"),
+    ]
+    messages = {d.path: d.message for d in found}
+    assert "provider 'hermes' cannot use MCP servers" in messages["agents[0]"]
+    assert "cannot use MCP servers, so not 'docs__search'" in messages["agents[0].tools[2]"]
+    assert "low, medium, high, xhigh" in messages["agents[0].reasoning.effort"]
+    assert "'telepathy' is not a tool podium knows provider 'hermes' to have" in \
+        messages["agents[0].tools[3]"]
 
 
 def test_a_bad_sandbox_key_is_unknown(tmp_path: Path) -> None:
