@@ -369,16 +369,14 @@ def test_skills_and_plugins_podium_cannot_load(tmp_path: Path) -> None:
             provider: copilot
             skills: [conductor, reviewer, ./missing, ./empty]
             plugins: [demo@examples, {name: ado, mcp: false}]
-            skill_discovery: {sources: [personal]}
             skill_injection: {max_bytes: 1000}
             plugin_sources: {acme: acme/plugins}
         agents: [{name: a, prompt: A}]
         """)
     assert lines(found) == [
-        "wf.yaml:6:14: workflow.runtime.skills[0]: the built-in skill 'conductor' ships with "
-        "Conductor; podium does not have it",
-        "wf.yaml:6:25: workflow.runtime.skills[1]: skill 'reviewer' is a name: podium does not "
-        "support skills by name yet; give the skill's folder (e.g. ./skills/reviewer)",
+        "wf.yaml:6:25: workflow.runtime.skills[1]: skill 'reviewer' is a name: podium ships "
+        "only the skills podium, conductor and does not support other skills by name yet; give "
+        "the skill's folder (e.g. ./skills/reviewer)",
         f"wf.yaml:6:35: workflow.runtime.skills[2]: skill folder not found: './missing' "
         f"(looked for {tmp_path / 'missing'})",
         "wf.yaml:6:46: workflow.runtime.skills[3]: './empty' has no SKILL.md, nor folders that "
@@ -388,13 +386,10 @@ def test_skills_and_plugins_podium_cannot_load(tmp_path: Path) -> None:
         "plugin's folder (e.g. ./plugins/name)",
         "wf.yaml:7:30: workflow.runtime.plugins[1]: the object form of a plugin entry is not "
         "supported by podium yet; give the plugin's folder as a string",
-        "wf.yaml:8:5: workflow.runtime.skill_discovery: skill_discovery: not supported by "
+        "wf.yaml:8:5: workflow.runtime.skill_injection: skill_injection: not supported by "
         "podium yet (skills and plugins are loaded only from the folders `skills:` and "
         "`plugins:` name)",
-        "wf.yaml:9:5: workflow.runtime.skill_injection: skill_injection: not supported by "
-        "podium yet (skills and plugins are loaded only from the folders `skills:` and "
-        "`plugins:` name)",
-        "wf.yaml:10:5: workflow.runtime.plugin_sources: plugin_sources: not supported by podium "
+        "wf.yaml:9:5: workflow.runtime.plugin_sources: plugin_sources: not supported by podium "
         "yet (skills and plugins are loaded only from the folders `skills:` and `plugins:` "
         "name)",
     ]

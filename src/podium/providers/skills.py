@@ -1,8 +1,9 @@
 """Where `skills:` and `plugins:` entries point: skill folders (a `SKILL.md` each) and plugin
 folders, resolved relative to the workflow's folder. podium loads them on the runtimes that
 have skills of their own (copilot, claude-agent-sdk); `validate` and the agent step share
-these rules. Entries are paths only: Conductor's built-in `conductor` skill, installed skills
-and plugins by name, and marketplaces are not supported by podium yet.
+these rules. Entries are paths, or the name of a skill podium ships (`podium`, and the same
+skill under Conductor's name `conductor`); installed skills and plugins by name, and
+marketplaces, are not supported by podium yet.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 SKILL_FILE = "SKILL.md"
+# the skills podium ships (src/podium/builtin_skills): how to write and check workflows
+BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "builtin_skills"
+BUILTIN_SKILLS: tuple[str, ...] = ("podium", "conductor")
 
 
 class SkillProblem(ValueError):
@@ -38,10 +42,10 @@ def skill_dirs(entry: Any, base: Path) -> list[Path]:
     if not isinstance(entry, str) or not entry.strip():
         raise SkillProblem("a skill is given by the path of its folder (a string)")
     if not is_path_entry(entry):
-        if entry == "conductor":
-            raise SkillProblem("the built-in skill 'conductor' ships with Conductor; podium "
-                               "does not have it")
-        raise SkillProblem(f"skill '{entry}' is a name: podium does not support skills by "
+        if entry in BUILTIN_SKILLS:
+            return [BUILTIN_ROOT / entry]
+        raise SkillProblem(f"skill '{entry}' is a name: podium ships only the skills "
+                           f"{', '.join(BUILTIN_SKILLS)} and does not support other skills by "
                            f"name yet; give the skill's folder (e.g. ./skills/{entry})")
     folder = _folder(entry, base)
     if not folder.is_dir():
