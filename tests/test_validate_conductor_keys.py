@@ -381,17 +381,13 @@ def test_skills_and_plugins_podium_cannot_load(tmp_path: Path) -> None:
         f"(looked for {tmp_path / 'missing'})",
         "wf.yaml:6:46: workflow.runtime.skills[3]: './empty' has no SKILL.md, nor folders that "
         "have one",
-        "wf.yaml:7:15: workflow.runtime.plugins[0]: plugin 'demo@examples' is a name: plugins "
-        "by name (installed, or plugin@marketplace) are not supported by podium yet; give the "
-        "plugin's folder (e.g. ./plugins/name)",
+        "wf.yaml:7:15: workflow.runtime.plugins[0]: plugin 'demo@examples': marketplace "
+        "'examples' is not in runtime.plugin_sources (it declares: acme)",
         "wf.yaml:7:30: workflow.runtime.plugins[1]: the object form of a plugin entry is not "
-        "supported by podium yet; give the plugin's folder as a string",
+        "supported by podium yet; give the plugin's folder or name@marketplace as a string",
         "wf.yaml:8:5: workflow.runtime.skill_injection: skill_injection: not supported by "
         "podium yet (skills and plugins are loaded only from the folders `skills:` and "
         "`plugins:` name)",
-        "wf.yaml:9:5: workflow.runtime.plugin_sources: plugin_sources: not supported by podium "
-        "yet (skills and plugins are loaded only from the folders `skills:` and `plugins:` "
-        "name)",
     ]
 
 

@@ -27,6 +27,7 @@ from podium.app.owners import (
     owning,
     this_host,
 )
+from podium.app.plugin_fetch import fetch_plugin_sources
 from podium.app.preflight import check_providers
 from podium.errors import PodiumError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
@@ -91,6 +92,7 @@ def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
     engine = make_engine(req.workflow, req.path, req.inputs, opts, store, run_id=run_id)
     extra = prepare(engine) if prepare is not None else {}
     check_providers(engine)  # a missing key stops the run before anything is recorded
+    fetch_plugin_sources(engine)
     ownership = Ownership(store, run_id, req.command)
     store.create_run(RunRecord(
         run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),
@@ -226,6 +228,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     engine.services.guidance = [str(e.get("text", "")) for e in events
                                 if e["type"] == "guidance_added"]
     check_providers(engine)
+    fetch_plugin_sources(engine)
     upto = state_seq if state_seq is not None else last_seq
     engine.restore_usage(usage_from_events([e for e in events if int(e["seq"]) <= upto]))
     if req.from_step is None:  # members of an interrupted group that finished stay done

@@ -5,7 +5,8 @@ is accepted and then ignored:
   must be `default` or `long_context`;
 - `skills` and `plugins` (runtime default, per agent): loaded by copilot and claude-agent-sdk,
   given as folders or (skills) the names of the skills podium ships; other providers, other
-  names and the skill/plugin plumbing (`skill_injection`, `plugin_sources`) are errors;
+  names and `skill_injection` are errors; plugins by `name@marketplace` resolve through
+  `plugin_sources` (a git source not fetched yet is a warning: validate never fetches);
 - `skill_discovery`: what it puts in effect and what it skips are warnings; an agent that
   would get the discovered skills on a provider that cannot load skills is an error;
 - an agent's `sandbox:` block configures Conductor's `aca` runtime: not supported by podium;
@@ -48,7 +49,8 @@ def check_runtime_keys(checker: Checker, agents: list[tuple[KeyPath, AgentStep]]
         _check_list(checker, key, placed)
     if runtime.skill_discovery is not None:
         _check_discovery(checker, placed)
-    for key in ("skill_injection", "plugin_sources"):
+    _check_sources(checker)
+    for key in ("skill_injection",):
         if key in runtime.model_fields_set:
             checker.err((*_RUNTIME, key), f"{key}: not supported by podium yet (skills and "
                         "plugins are loaded only from the folders `skills:` and `plugins:` "
@@ -111,7 +113,15 @@ def _check_list(checker: Checker, key: str, placed: list[tuple[KeyPath, AgentSte
     runtime = checker.wf.workflow.runtime
     default: list[Any] | None = getattr(runtime, key)
     base = checker.result.path.resolve().parent
-    resolve = skill_dirs if key == "skills" else plugin_dir
+    if key == "skills":
+        resolve: Any = skill_dirs
+    else:
+        from podium.providers.plugin_sources import fetched_locator
+
+        sources, locate = runtime.plugin_sources, fetched_locator()
+
+        def resolve(entry: Any, where: Any) -> Any:
+            return plugin_dir(entry, where, sources, locate)
     if default:
         _check_entries(checker, (*_RUNTIME, key), default, base, resolve)
     inheriting: list[tuple[str, str]] = []
@@ -173,9 +183,32 @@ def _check_discovery(checker: Checker, placed: list[tuple[KeyPath, AgentStep, st
 
 def _check_entries(checker: Checker, where: KeyPath, entries: list[Any], base: Any,
                    resolve: Any) -> None:
+    from podium.providers.plugin_sources import NotFetched
+
     for j, entry in enumerate(entries):
         try:
             resolve(entry, base)
+        except NotFetched as exc:  # validate never fetches: the run will
+            checker.warn((*where, j), str(exc), code="skill", at="value")
         except SkillProblem as exc:
             checker.err((*where, j), str(exc), code="skill", at="value")
+
+
+def _check_sources(checker: Checker) -> None:
+    """Each `plugin_sources` entry is a folder or a git repository podium can fetch."""
+    from podium.providers.plugin_sources import parse_source
+
+    raw = checker.wf.workflow.runtime.plugin_sources
+    where: KeyPath = (*_RUNTIME, "plugin_sources")
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        checker.err(where, "plugin_sources maps each marketplace name to its source",
+                    code="schema")
+        return
+    for market, value in raw.items():
+        try:
+            parse_source(str(market), value)
+        except SkillProblem as exc:
+            checker.err((*where, str(market)), str(exc), code="skill", at="value")
 

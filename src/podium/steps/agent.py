@@ -154,7 +154,7 @@ def _runtime_options(call: StepCall, step: AgentStep, ctx: dict[str, Any],
         try:
             out["skill_dirs"], out["plugin_dirs"] = resolve_all(
                 effective(step.skills, runtime.skills), effective(step.plugins, runtime.plugins),
-                run.path.parent)
+                run.path.parent, runtime.plugin_sources, _locator(call))
         except SkillProblem as exc:
             raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
         if step.skills is None and runtime.skill_discovery is not None:
@@ -162,6 +162,15 @@ def _runtime_options(call: StepCall, step: AgentStep, ctx: dict[str, Any],
             if found:
                 out["skill_dirs"] = (*(out["skill_dirs"] or ()), *found)
     return out
+
+
+def _locator(call: StepCall) -> Any:
+    """Where the workflow's fetched git plugin sources are (None: it declares none)."""
+    if not call.run.workflow.workflow.runtime.plugin_sources:
+        return None
+    from podium.providers.plugin_sources import fetched_locator
+
+    return fetched_locator()
 
 
 def _discovered(call: StepCall) -> tuple[str, ...]:
