@@ -197,3 +197,33 @@ def test_hermes_toolsets_example_runs_offline(tmp_path: Path) -> None:
     assert len(chats) == 5
     assert not any(r.body.get("tools") for r in chats)  # hermes_toolsets: []
     assert all(r.body["max_tokens"] == 1024 for r in chats)
+
+
+def test_a_server_error_is_retried_by_podiums_policy_not_hermes(tmp_path: Path) -> None:
+    from fakes.openai_server import error
+
+    flow = write(tmp_path, f"""
+        workflow:
+          name: hermes-retry
+          entry_point: a
+          runtime: {{provider: hermes, default_model: {MODEL}}}
+        agents:
+          - name: a
+            tools: []
+            retry: {{max_attempts: 2, delay_seconds: 0}}
+            prompt: Say ok.
+            routes: [{{to: $end}}]
+        output:
+          said: "{{{{ a.output.result }}}}"
+    """)
+    log = tmp_path / "events.jsonl"
+    with FakeHermesEndpoint() as srv:
+        srv.script(error(500, "upstream exploded"), answer("ok", model=MODEL))
+        proc = podium(tmp_path, "run", flow, "--events", log, env=hermes_env(tmp_path, srv),
+                      timeout=110)
+        chats = srv.chat_requests()
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"said": "ok"}
+    assert len(chats) == 2  # one attempt by Hermes, one retry by podium
+    (retry,) = events_of(log, "provider_retry")
+    assert "upstream exploded" in retry["error"]

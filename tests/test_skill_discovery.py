@@ -221,3 +221,39 @@ def test_copilot_receives_discovered_and_builtin_skills(layout: dict[str, Path])
     assert "How to write, check and run Conductor workflows with podium" in first
     assert "How to write, check and run podium workflows" in third
     assert "skipped: SKILL.md has no front matter" in proc.stderr
+
+
+@needs_copilot
+def test_conductors_self_improving_example_runs_with_the_builtin_skill_on_copilot(
+        tmp_path: Path) -> None:
+    from fakes.openai_server import FakeOpenAI, answer
+
+    example = Path(__file__).parent / "corpus" / "conductor-examples" / "examples" / \
+        "skills-self-improving-workflow.yaml"
+    # unchanged but for a model: the example leaves it to the Copilot login, and a custom
+    # endpoint (bring your own key) needs one named
+    text = example.read_text(encoding="utf-8")
+    assert text.count("    provider: copilot\n") == 1
+    flow = tmp_path / example.name
+    flow.write_text(text.replace("    provider: copilot\n", "    provider: copilot\n"
+                                 "    default_model: gpt-5-mini\n"), encoding="utf-8")
+    drafted = "workflow: {name: hello, entry_point: a}\nagents: [{name: a, prompt: Hi}]\n"
+    with FakeOpenAI() as oa:
+        oa.script(answer(json.dumps({"workflow_yaml": drafted, "notes": "minimal"})),
+                  answer(json.dumps({"issues": "no routes", "suggestions": "",
+                                     "verdict": "needs_revision"})),
+                  answer(json.dumps({"workflow_yaml": drafted, "changelog": "routes"})),
+                  answer(json.dumps({"report": "# Hello workflow"})))
+        proc = podium(tmp_path, "run", flow, "--input", "task=say hello",
+                      env=runtime_env(tmp_path, {"COPILOT_PROVIDER_BASE_URL": oa.url + "/v1",
+                                                 "HOME": str(tmp_path / "userhome")}))
+        bodies = [json.dumps(r.body) for r in oa.chat_requests()]
+    author, reviewer, fixer, formatter = bodies
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"report": "# Hello workflow",
+                                       "verdict": "needs_revision"}
+    skill = "How to write, check and run Conductor workflows with podium"
+    assert skill in author
+    assert skill in reviewer
+    assert skill in fixer
+    assert skill not in formatter  # skills: []

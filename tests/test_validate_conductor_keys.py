@@ -231,7 +231,8 @@ def test_hermes_takes_its_fields_and_toolsets_not_mcp_servers(tmp_path: Path) ->
             mcp_servers: {docs: {command: docs-server}}
         agents:
           - {name: a, prompt: A, tools: [read_file, web, docs__search, telepathy],
-             reasoning: {effort: max}, routes: [{to: $end}]}
+             reasoning: {effort: max}, routes: [{to: b}]}
+          - {name: b, prompt: B, working_dir: /tmp}
         """)
     assert [(d.line, d.path, d.code) for d in found] == [
         (6, "workflow.runtime.provider.wire_api", "provider-field"),
@@ -239,11 +240,14 @@ def test_hermes_takes_its_fields_and_toolsets_not_mcp_servers(tmp_path: Path) ->
         (9, "agents[0].tools[2]", "provider-capability"),
         (9, "agents[0].tools[3]", "unknown-tool"),
         (10, "agents[0].reasoning.effort", "reasoning-effort"),
+        (11, "agents[1]", "provider-capability"),
+        (11, "agents[1].working_dir", "provider-capability"),
     ]
-    messages = {d.path: d.message for d in found}
+    messages = {d.path: d.message for d in found if d.path != "agents[1]"}
     assert "provider 'hermes' cannot use MCP servers" in messages["agents[0]"]
     assert "cannot use MCP servers, so not 'docs__search'" in messages["agents[0].tools[2]"]
     assert "low, medium, high, xhigh" in messages["agents[0].reasoning.effort"]
+    assert "takes no working_dir" in messages["agents[1].working_dir"]
     assert "'telepathy' is not a tool podium knows provider 'hermes' to have" in \
         messages["agents[0].tools[3]"]
 

@@ -118,6 +118,10 @@ class HermesSession:
             kwargs["reasoning_config"] = parse_reasoning_effort(req.reasoning_effort)
         agent = AIAgent(**kwargs)
         agent._api_max_retries = 1  # one attempt per call: podium's retry policy retries
+        # Hermes's status lines (retries, errors) would land in podium's stdout, which is the
+        # run's output (`--json`): its own switch for machine-readable runs, and no printer
+        agent.suppress_status_output = True
+        agent._print_fn = _discard
         return agent
 
     # ------------------------------------------------------------------ callbacks
@@ -223,6 +227,10 @@ class HermesSession:
 
 # Hermes's classified failure reasons (agent/error_classifier.py FailoverReason) worth a retry
 _RETRYABLE = ("server_error", "rate_limit", "upstream_rate_limit", "timeout", "overloaded")
+
+
+def _discard(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 def _is_error(text: str) -> bool:
