@@ -1,7 +1,7 @@
 """Conductor's own 46 examples and 9 test fixtures (tests/corpus/conductor-examples, copied
 unchanged): `podium validate` gives each exactly the pinned result (valid or not, and every
 diagnostic line). What they still report is deliberate: providers and keys podium does not
-support (hermes, aca, Conductor's built-in skill, plugins by name, skill discovery), names a
+support (aca, Conductor's built-in skill, plugins by name, skill discovery), names a
 Conductor run would fail on too (`{{ changes }}` with no such variable), and podium's own
 warnings (docs/compatibility.md).
 
@@ -47,7 +47,9 @@ def test_the_corpus_is_conductors_46_examples_and_9_fixtures() -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f"{f.parent.name}/{f.stem}" for f in FILES])
-def test_conductor_file_validates_as_pinned(path: Path) -> None:
+def test_conductor_file_validates_as_pinned(path: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # skill discovery's personal source: empty
     expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
     assert result_of(path) == expected[path.relative_to(CORPUS).as_posix()]
 
@@ -59,11 +61,18 @@ def test_the_files_conductor_calls_valid_are_valid() -> None:
                  "fixtures/valid_env_vars.yaml", "fixtures/valid_templated_enums.yaml",
                  "examples/research-assistant.yaml", "examples/parallel-research.yaml",
                  "examples/set-step.yaml", "examples/wait-step.yaml",
-                 "examples/context-tier.yaml", "examples/tool-output-limits.yaml"):
+                 "examples/context-tier.yaml", "examples/tool-output-limits.yaml",
+                 "examples/hermes-simple.yaml", "examples/hermes-features.yaml",
+                 "examples/hermes-toolsets.yaml",
+                 "examples/skills-self-improving-workflow.yaml"):
         assert expected[name]["valid"], name
 
 
 def _regenerate() -> None:  # pragma: no cover - a maintainer's tool
+    import os
+    import tempfile
+
+    os.environ["HOME"] = tempfile.mkdtemp()  # as the test has it: no personal skills
     out = {f.relative_to(CORPUS).as_posix(): result_of(f) for f in FILES}
     EXPECTED.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     for name, res in out.items():

@@ -1,8 +1,8 @@
 """`validate` on Conductor's semantics, in-process: no false positive for explicit-mode group
 references or for either branch of an `is defined` guard; "did you mean" hints that offer only
 names valid where they are written; every key Conductor acts on either works or is an error
-at its file:line (context_tier, skills, plugins, the hermes and aca runtimes and the aca
-sandbox block); runtime tool names for the agents whose runtime has them; and the partials
+at its file:line (context_tier, skills, plugins, the aca runtime and its sandbox block; hermes
+is a provider with its own fields); runtime tool names for the agents whose runtime has them; and the partials
 of `!file` prompts, resolved and parsed."""
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def test_an_unknown_output_key_of_a_script_is_not_taken_for_a_typo(tmp_path: Pat
 # --------------------------------------------------------------------------- hermes and aca
 
 
-def test_hermes_and_aca_are_not_supported_not_unknown(tmp_path: Path) -> None:
+def test_aca_is_not_supported_not_unknown_and_hermes_is_a_provider(tmp_path: Path) -> None:
     found = check(tmp_path, """
         workflow:
           name: t
@@ -213,15 +213,44 @@ def test_hermes_and_aca_are_not_supported_not_unknown(tmp_path: Path) -> None:
         (5, 22, "workflow.runtime.provider.name", "not-supported"),
         (9, 5, "agents[0].sandbox", "not-supported"),
         (10, 12, "agents[1].name", "unreachable"),
-        (10, 25, "agents[1].provider", "not-supported"),
     ]
     messages = [d.message for d in found if d.severity == "error"]
     assert "provider 'aca' (Conductor's Azure Container Apps sandbox runtime) is not " \
            "supported by podium" in messages[0]
     assert "sandbox: is not supported by podium" in messages[1]
-    assert "provider 'hermes' (Conductor's Hermes agent runtime) is not supported by podium" \
-        in messages[2]
     assert not [d for d in found if "unknown key" in d.message]
+
+
+def test_hermes_takes_its_fields_and_toolsets_not_mcp_servers(tmp_path: Path) -> None:
+    found = check(tmp_path, """
+        workflow:
+          name: t
+          entry_point: a
+          runtime:
+            provider: {name: hermes, hermes_toolsets: [web], hermes_skip_memory: true,
+                       wire_api: responses}
+            mcp_servers: {docs: {command: docs-server}}
+        agents:
+          - {name: a, prompt: A, tools: [read_file, web, docs__search, telepathy],
+             reasoning: {effort: max}, routes: [{to: b}]}
+          - {name: b, prompt: B, working_dir: /tmp}
+        """)
+    assert [(d.line, d.path, d.code) for d in found] == [
+        (6, "workflow.runtime.provider.wire_api", "provider-field"),
+        (9, "agents[0]", "provider-capability"),
+        (9, "agents[0].tools[2]", "provider-capability"),
+        (9, "agents[0].tools[3]", "unknown-tool"),
+        (10, "agents[0].reasoning.effort", "reasoning-effort"),
+        (11, "agents[1]", "provider-capability"),
+        (11, "agents[1].working_dir", "provider-capability"),
+    ]
+    messages = {d.path: d.message for d in found if d.path != "agents[1]"}
+    assert "provider 'hermes' cannot use MCP servers" in messages["agents[0]"]
+    assert "cannot use MCP servers, so not 'docs__search'" in messages["agents[0].tools[2]"]
+    assert "low, medium, high, xhigh" in messages["agents[0].reasoning.effort"]
+    assert "takes no working_dir" in messages["agents[1].working_dir"]
+    assert "'telepathy' is not a tool podium knows provider 'hermes' to have" in \
+        messages["agents[0].tools[3]"]
 
 
 def test_a_bad_sandbox_key_is_unknown(tmp_path: Path) -> None:
@@ -345,34 +374,25 @@ def test_skills_and_plugins_podium_cannot_load(tmp_path: Path) -> None:
             provider: copilot
             skills: [conductor, reviewer, ./missing, ./empty]
             plugins: [demo@examples, {name: ado, mcp: false}]
-            skill_discovery: {sources: [personal]}
             skill_injection: {max_bytes: 1000}
             plugin_sources: {acme: acme/plugins}
         agents: [{name: a, prompt: A}]
         """)
     assert lines(found) == [
-        "wf.yaml:6:14: workflow.runtime.skills[0]: the built-in skill 'conductor' ships with "
-        "Conductor; podium does not have it",
-        "wf.yaml:6:25: workflow.runtime.skills[1]: skill 'reviewer' is a name: podium does not "
-        "support skills by name yet; give the skill's folder (e.g. ./skills/reviewer)",
+        "wf.yaml:6:25: workflow.runtime.skills[1]: skill 'reviewer' is a name: podium ships "
+        "only the skills podium, conductor and does not support other skills by name yet; give "
+        "the skill's folder (e.g. ./skills/reviewer)",
         f"wf.yaml:6:35: workflow.runtime.skills[2]: skill folder not found: './missing' "
         f"(looked for {tmp_path / 'missing'})",
         "wf.yaml:6:46: workflow.runtime.skills[3]: './empty' has no SKILL.md, nor folders that "
         "have one",
-        "wf.yaml:7:15: workflow.runtime.plugins[0]: plugin 'demo@examples' is a name: plugins "
-        "by name (installed, or plugin@marketplace) are not supported by podium yet; give the "
-        "plugin's folder (e.g. ./plugins/name)",
+        "wf.yaml:7:15: workflow.runtime.plugins[0]: plugin 'demo@examples': marketplace "
+        "'examples' is not in runtime.plugin_sources (it declares: acme)",
         "wf.yaml:7:30: workflow.runtime.plugins[1]: the object form of a plugin entry is not "
-        "supported by podium yet; give the plugin's folder as a string",
-        "wf.yaml:8:5: workflow.runtime.skill_discovery: skill_discovery: not supported by "
+        "supported by podium yet; give the plugin's folder or name@marketplace as a string",
+        "wf.yaml:8:5: workflow.runtime.skill_injection: skill_injection: not supported by "
         "podium yet (skills and plugins are loaded only from the folders `skills:` and "
         "`plugins:` name)",
-        "wf.yaml:9:5: workflow.runtime.skill_injection: skill_injection: not supported by "
-        "podium yet (skills and plugins are loaded only from the folders `skills:` and "
-        "`plugins:` name)",
-        "wf.yaml:10:5: workflow.runtime.plugin_sources: plugin_sources: not supported by podium "
-        "yet (skills and plugins are loaded only from the folders `skills:` and `plugins:` "
-        "name)",
     ]
 
 

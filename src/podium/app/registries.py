@@ -488,3 +488,13 @@ def _checkout(reg: Registry, commit: str) -> Path:
         raise RegistryFetchError(f"registry '{reg.name}': cannot unpack {commit[:12]}: "
                                  f"{exc}") from exc
     return folder
+
+
+def fetch_git(name: str, url: str, ref: str | None) -> tuple[Path, str, str | None]:
+    """A git repository at `ref` (None: its default branch), cached as a registry's is under
+    registry-cache/NAME: (the commit's checkout, the commit, a warning when the repository
+    could not be reached and the cached copy was used). A full commit already cached is used
+    without the network."""
+    reg = Registry(name, "git", url)
+    commit, warning = _resolve_commit(reg, ref)
+    return _checkout(reg, commit), commit, warning

@@ -28,6 +28,7 @@ from podium.app.owners import (
     runs_on_temporal,
     this_host,
 )
+from podium.app.plugin_fetch import fetch_plugin_sources
 from podium.app.preflight import check_providers
 from podium.errors import PodiumError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
@@ -94,6 +95,7 @@ def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
     # which may put a fork's replay in front of the live providers)
     check_providers(engine)
     extra = prepare(engine) if prepare is not None else {}
+    fetch_plugin_sources(engine)
     ownership = Ownership(store, run_id, req.command)
     store.create_run(RunRecord(
         run_id, req.workflow.workflow.name, str(req.path.resolve()), file_hash(req.path),
@@ -231,6 +233,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
         [e.get("text", "") for e in events if e["type"] == "guidance_added"],
         engine.bus.redactor)]
     check_providers(engine)
+    fetch_plugin_sources(engine)
     # every model call the run made counts, those of a step it runs again too: they were paid
     engine.restore_spend(stored_spend(store, run.id, events))
     if req.from_step is None:  # members of an interrupted group that finished stay done

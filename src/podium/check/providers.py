@@ -342,6 +342,12 @@ def _check_runtime_capabilities(checker: Checker, path: KeyPath, step: AgentStep
     if servers and not caps.mcp:
         checker.err(path, f"agent '{step.name}': provider '{name}' cannot use MCP servers",
                     code="provider-capability")
+    runtime_dir = checker.wf.workflow.runtime.working_dir
+    if (step.working_dir or runtime_dir) and not caps.working_dir:
+        where_dir = (*path, "working_dir") if step.working_dir else ("workflow", "runtime",
+                                                                     "working_dir")
+        checker.err(where_dir, f"agent '{step.name}': provider '{name}' works in podium's "
+                    "own folder and takes no working_dir", code="provider-capability")
 
 
 def _check_copilot_object(checker: Checker, cfg: ProviderConfig) -> None:

@@ -4,8 +4,11 @@ is accepted and then ignored:
 - `context_tier` (agent) and `runtime.default_context_tier`: only copilot takes them; a literal
   must be `default` or `long_context`;
 - `skills` and `plugins` (runtime default, per agent): loaded by copilot and claude-agent-sdk,
-  given as folders; other providers, names, Conductor's built-in skill and the skill/plugin
-  plumbing (`skill_injection`, `skill_discovery`, `plugin_sources`) are errors;
+  given as folders or (skills) the names of the skills podium ships; other providers, other
+  names and `skill_injection` are errors; plugins by `name@marketplace` resolve through
+  `plugin_sources` (a git source not fetched yet is a warning: validate never fetches);
+- `skill_discovery`: what it puts in effect and what it skips are warnings; an agent that
+  would get the discovered skills on a provider that cannot load skills is an error;
 - an agent's `sandbox:` block configures Conductor's `aca` runtime: not supported by podium;
 - `runtime.tool_output.spill_to_file: false` turns Copilot's limit off: a warning.
 """
@@ -44,7 +47,10 @@ def check_runtime_keys(checker: Checker, agents: list[tuple[KeyPath, AgentStep]]
     _check_context_tier(checker, placed)
     for key in ("skills", "plugins"):
         _check_list(checker, key, placed)
-    for key in ("skill_injection", "skill_discovery", "plugin_sources"):
+    if runtime.skill_discovery is not None:
+        _check_discovery(checker, placed)
+    _check_sources(checker)
+    for key in ("skill_injection",):
         if key in runtime.model_fields_set:
             checker.err((*_RUNTIME, key), f"{key}: not supported by podium yet (skills and "
                         "plugins are loaded only from the folders `skills:` and `plugins:` "
@@ -107,7 +113,15 @@ def _check_list(checker: Checker, key: str, placed: list[tuple[KeyPath, AgentSte
     runtime = checker.wf.workflow.runtime
     default: list[Any] | None = getattr(runtime, key)
     base = checker.result.path.resolve().parent
-    resolve = skill_dirs if key == "skills" else plugin_dir
+    if key == "skills":
+        resolve: Any = skill_dirs
+    else:
+        from podium.providers.plugin_sources import fetched_locator
+
+        sources, locate = runtime.plugin_sources, fetched_locator()
+
+        def resolve(entry: Any, where: Any) -> Any:
+            return plugin_dir(entry, where, sources, locate)
     if default:
         _check_entries(checker, (*_RUNTIME, key), default, base, resolve)
     inheriting: list[tuple[str, str]] = []
@@ -132,11 +146,69 @@ def _check_list(checker: Checker, key: str, placed: list[tuple[KeyPath, AgentSte
                     f"give those agents '{key}: []'", code="provider-capability")
 
 
+def _check_discovery(checker: Checker, placed: list[tuple[KeyPath, AgentStep, str]]) -> None:
+    from pathlib import Path
+
+    from podium.providers.skill_discovery import ORDER, declared_names, discover, shown
+
+    cfg = checker.wf.workflow.runtime.skill_discovery
+    assert cfg is not None
+    where: KeyPath = (*_RUNTIME, "skill_discovery")
+    for j, source in enumerate(cfg.sources):
+        if source not in ORDER:
+            checker.err((*where, "sources", j), f"unknown skill_discovery source '{source}' "
+                        f"(sources are {', '.join(ORDER)})", code="schema", at="value")
+    base = checker.result.path.resolve().parent
+    home = Path.home()
+    found = discover(cfg.sources, cfg.exclude, base, home,
+                     declared_names(checker.wf.workflow.runtime.skills, base))
+    for note in found.notes:
+        checker.warn(where, note, code="skill-discovery")
+    if found.skills:
+        listed = ", ".join(f"{n} ({shown(p, home)})" for n, p in found.skills)
+        checker.warn(where, f"skill_discovery puts {len(found.skills)} skill(s) in effect for "
+                     f"the agents without skills: of their own: {listed}",
+                     code="skill-discovery")
+    cannot = [(s.name, canonical(p)) for _, s, p in placed
+              if s.skills is None and info(p) is not None and not _takes(p, "skills")]
+    if cannot:
+        names = ", ".join(f"'{n}'" for n, _ in cannot[:3]) + (" ..." if len(cannot) > 3
+                                                               else "")
+        providers = ", ".join(sorted({repr(p) for _, p in cannot}))
+        checker.err(where, f"skill_discovery: provider {providers} cannot load discovered "
+                    f"skills (agents {names} would get them; skills load on "
+                    f"{_having('skills')})", "give those agents 'skills: []' or name their "
+                    "skills", code="provider-capability")
+
+
 def _check_entries(checker: Checker, where: KeyPath, entries: list[Any], base: Any,
                    resolve: Any) -> None:
+    from podium.providers.plugin_sources import NotFetched
+
     for j, entry in enumerate(entries):
         try:
             resolve(entry, base)
+        except NotFetched as exc:  # validate never fetches: the run will
+            checker.warn((*where, j), str(exc), code="skill", at="value")
         except SkillProblem as exc:
             checker.err((*where, j), str(exc), code="skill", at="value")
+
+
+def _check_sources(checker: Checker) -> None:
+    """Each `plugin_sources` entry is a folder or a git repository podium can fetch."""
+    from podium.providers.plugin_sources import parse_source
+
+    raw = checker.wf.workflow.runtime.plugin_sources
+    where: KeyPath = (*_RUNTIME, "plugin_sources")
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        checker.err(where, "plugin_sources maps each marketplace name to its source",
+                    code="schema")
+        return
+    for market, value in raw.items():
+        try:
+            parse_source(str(market), value)
+        except SkillProblem as exc:
+            checker.err((*where, str(market)), str(exc), code="skill", at="value")
 

@@ -164,7 +164,7 @@ KNOWN_PROVIDERS: dict[str, str] = _known()
 SDK_EXTRAS: dict[str, tuple[str, str]] = {
     "openai": ("openai", "openai"), "azure": ("openai", "openai"),
     "claude": ("anthropic", "anthropic"), "copilot": ("copilot", "copilot"),
-    "claude-agent-sdk": ("claude_agent_sdk", "claude-agent"),
+    "claude-agent-sdk": ("claude_agent_sdk", "claude-agent"), "hermes": ("run_agent", "hermes"),
 }
 # what each provider needs next, once its SDK is there
 SDK_KEYS: dict[str, str] = {

@@ -45,6 +45,11 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "claude-agent-sdk", "podium.providers.claude_agent:create_claude_agent", ALL_EFFORTS,
         (*_HTTP_FIELDS, "auth_token"), 1.0,
         "Claude Code CLI through claude-agent-sdk (ANTHROPIC_BASE_URL-style endpoints)"),
+    "hermes": ProviderInfo(
+        "hermes", "podium.providers.hermes:create_hermes", ("low", "medium", "high", "xhigh"),
+        (*_HTTP_FIELDS, "hermes_home", "hermes_toolsets", "hermes_skip_memory",
+         "hermes_skip_context_files"), 1.0,
+        "the Hermes agent through hermes-agent (any OpenAI-compatible endpoint by base_url)"),
 }
 
 # Other names podium accepts for a provider.
@@ -185,8 +190,15 @@ CLAUDE_AGENT_CAPABILITIES = Capabilities(
     structured_output="prompt", mcp=True, working_dir=True, max_temperature=1.0,
     runs_tools=False, skills=True)
 
+HERMES_CAPABILITIES = Capabilities(
+    tools_filter=True, session_continuity=False, reasoning_efforts=("low", "medium", "high",
+                                                                    "xhigh"),
+    structured_output="prompt", mcp=False, working_dir=False, max_temperature=1.0,
+    runs_tools=False, skills=False)
+
 RUNTIME_CAPABILITIES: dict[str, Capabilities] = {
-    "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES}
+    "copilot": COPILOT_CAPABILITIES, "claude-agent-sdk": CLAUDE_AGENT_CAPABILITIES,
+    "hermes": HERMES_CAPABILITIES}
 
 # podium's workspace tool names -> the runtime's own built-in tools that do the same work (a
 # runtime tool may do a little more: Copilot's `view` lists directories and reads files).
@@ -206,8 +218,13 @@ CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
     "edit_file": ("Edit",),
     "run_command": ("Bash",),
 }
+# Hermes enables tools by toolset: the workspace tools are in its `file` and `terminal` sets.
+HERMES_TOOLS: dict[str, tuple[str, ...]] = {
+    "read_file": ("file",), "list_dir": ("file",), "search": ("file",),
+    "write_file": ("file",), "edit_file": ("file",), "run_command": ("terminal",),
+}
 RUNTIME_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
-    "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS}
+    "copilot": COPILOT_TOOLS, "claude-agent-sdk": CLAUDE_TOOLS, "hermes": HERMES_TOOLS}
 
 # Every tool a runtime has of its own, by its own name: a `tools:` entry may name one directly
 # (Conductor's examples list Copilot's `web_search`), and it is then passed to the runtime as
@@ -224,11 +241,16 @@ RUNTIME_OWN_TOOLS: dict[str, tuple[str, ...]] = {
         "Agent", "AskUserQuestion", "Bash", "BashOutput", "Edit", "ExitPlanMode", "Glob", "Grep",
         "KillShell", "ListAgents", "MultiEdit", "NotebookEdit", "Read", "Skill", "SlashCommand",
         "Task", "TodoWrite", "ToolSearch", "WebFetch", "WebSearch", "Write"),
+    # Hermes's toolsets (hermes-agent 0.19 toolsets.py), named in `tools:` as they are
+    "hermes": (
+        "browser", "clarify", "code_execution", "computer_use", "context_engine", "cronjob",
+        "debugging", "delegation", "file", "image_gen", "memory", "project", "safe", "search",
+        "session_search", "skills", "terminal", "todo", "tts", "video", "video_gen", "vision",
+        "web", "x_search", "coding"),
 }
 
 # Conductor provider names podium recognises but does not run (validate: "not supported").
 NOT_SUPPORTED: dict[str, str] = {
-    "hermes": "Conductor's Hermes agent runtime",
     "aca": "Conductor's Azure Container Apps sandbox runtime",
 }
 
@@ -256,6 +278,8 @@ def tool_problem(provider: str, name: str, servers: list[str]) -> str | None:
     if name in RUNTIME_TOOLS.get(provider, {}):
         return None
     server, sep, tool = name.partition("__")
+    if sep and server in servers and provider == "hermes":
+        return f"provider 'hermes' cannot use MCP servers, so not '{name}'"
     if sep and server in servers and provider == "claude-agent-sdk" and tool != "*":
         return (f"provider 'claude-agent-sdk' offers an MCP server's tools all together: use "
                 f"'{server}__*', not '{name}'")

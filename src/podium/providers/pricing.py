@@ -97,7 +97,9 @@ BUILTIN_PRICES: dict[str, Price] = {
 
 # podium provider name -> genai-prices provider id
 _TABLE_PROVIDER = {"openai": "openai", "azure": "azure", "claude": "anthropic",
-                   "anthropic": "anthropic", "copilot": "github-copilot"}
+                   "anthropic": "anthropic", "copilot": "github-copilot",
+                   # Hermes's usual endpoint is OpenRouter, whose names are `vendor/model`
+                   "hermes": "openrouter"}
 
 
 def _flat(value: Any) -> float:

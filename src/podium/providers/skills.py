@@ -1,8 +1,10 @@
 """Where `skills:` and `plugins:` entries point: skill folders (a `SKILL.md` each) and plugin
 folders, resolved relative to the workflow's folder. podium loads them on the runtimes that
 have skills of their own (copilot, claude-agent-sdk); `validate` and the agent step share
-these rules. Entries are paths only: Conductor's built-in `conductor` skill, installed skills
-and plugins by name, and marketplaces are not supported by podium yet.
+these rules. Entries are paths, or the name of a skill podium ships (`podium`, and the same
+skill under Conductor's name `conductor`); plugins are paths or `name@marketplace` from
+`runtime.plugin_sources` (providers/plugin_sources.py). Installed skills and plugins by name
+are not supported by podium yet.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 SKILL_FILE = "SKILL.md"
+# the skills podium ships (src/podium/builtin_skills): how to write and check workflows
+BUILTIN_ROOT = Path(__file__).resolve().parent.parent / "builtin_skills"
+BUILTIN_SKILLS: tuple[str, ...] = ("podium", "conductor")
 
 
 class SkillProblem(ValueError):
@@ -38,10 +43,10 @@ def skill_dirs(entry: Any, base: Path) -> list[Path]:
     if not isinstance(entry, str) or not entry.strip():
         raise SkillProblem("a skill is given by the path of its folder (a string)")
     if not is_path_entry(entry):
-        if entry == "conductor":
-            raise SkillProblem("the built-in skill 'conductor' ships with Conductor; podium "
-                               "does not have it")
-        raise SkillProblem(f"skill '{entry}' is a name: podium does not support skills by "
+        if entry in BUILTIN_SKILLS:
+            return [BUILTIN_ROOT / entry]
+        raise SkillProblem(f"skill '{entry}' is a name: podium ships only the skills "
+                           f"{', '.join(BUILTIN_SKILLS)} and does not support other skills by "
                            f"name yet; give the skill's folder (e.g. ./skills/{entry})")
     folder = _folder(entry, base)
     if not folder.is_dir():
@@ -54,29 +59,36 @@ def skill_dirs(entry: Any, base: Path) -> list[Path]:
     return found
 
 
-def plugin_dir(entry: Any, base: Path) -> Path:
-    """The plugin folder a `plugins:` entry names. Raises SkillProblem."""
+def plugin_dir(entry: Any, base: Path, sources: Any = None, locate: Any = None) -> Path:
+    """The plugin folder a `plugins:` entry names: a path, or `name@marketplace` from
+    `runtime.plugin_sources` (`sources`, as written; `locate` finds a fetched git source,
+    providers/plugin_sources.py). Raises SkillProblem."""
     if isinstance(entry, dict):
         raise SkillProblem("the object form of a plugin entry is not supported by podium yet; "
-                           "give the plugin's folder as a string")
+                           "give the plugin's folder or name@marketplace as a string")
     if not isinstance(entry, str) or not entry.strip():
         raise SkillProblem("a plugin is given by the path of its folder (a string)")
     if not is_path_entry(entry):
-        raise SkillProblem(f"plugin '{entry}' is a name: plugins by name (installed, or "
-                           "plugin@marketplace) are not supported by podium yet; give the "
-                           "plugin's folder (e.g. ./plugins/name)")
+        if "@" in entry:
+            from podium.providers.plugin_sources import resolve_named
+
+            return resolve_named(entry, base, sources, locate)
+        raise SkillProblem(f"plugin '{entry}' is a name: installed plugins are not supported "
+                           "by podium yet; give the plugin's folder (e.g. ./plugins/name) or "
+                           "name@marketplace with the marketplace in runtime.plugin_sources")
     folder = _folder(entry, base)
     if not folder.is_dir():
         raise SkillProblem(f"plugin folder not found: '{entry}' (looked for {folder})")
     return folder
 
 
-def resolve_all(skills: list[Any] | None, plugins: list[Any] | None, base: Path
+def resolve_all(skills: list[Any] | None, plugins: list[Any] | None, base: Path,
+                sources: Any = None, locate: Any = None
                 ) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
     """(skill folders, plugin folders) as absolute paths; None where nothing is declared.
     Raises SkillProblem for the first entry that cannot be loaded."""
     out_skills = None if skills is None else tuple(
         dict.fromkeys(str(d) for e in skills for d in skill_dirs(e, base)))
     out_plugins = None if plugins is None else tuple(
-        dict.fromkeys(str(plugin_dir(e, base)) for e in plugins))
+        dict.fromkeys(str(plugin_dir(e, base, sources, locate)) for e in plugins))
     return out_skills, out_plugins

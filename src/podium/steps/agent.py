@@ -158,10 +158,43 @@ def _runtime_options(call: StepCall, step: AgentStep, ctx: dict[str, Any],
         try:
             out["skill_dirs"], out["plugin_dirs"] = resolve_all(
                 effective(step.skills, runtime.skills), effective(step.plugins, runtime.plugins),
-                run.path.parent)
+                run.path.parent, runtime.plugin_sources, _locator(call))
         except SkillProblem as exc:
             raise StepError(str(exc), step=step.name, iteration=call.iteration) from None
+        if step.skills is None and runtime.skill_discovery is not None:
+            found = _discovered(call)
+            if found:
+                out["skill_dirs"] = (*(out["skill_dirs"] or ()), *found)
     return out
+
+
+def _locator(call: StepCall) -> Any:
+    """Where the workflow's fetched git plugin sources are (None: it declares none)."""
+    if not call.run.workflow.workflow.runtime.plugin_sources:
+        return None
+    from podium.providers.plugin_sources import fetched_locator
+
+    return fetched_locator()
+
+
+def _discovered(call: StepCall) -> tuple[str, ...]:
+    """The skill folders `runtime.skill_discovery` finds: scanned once per run, so every agent
+    gets the same set; what it skipped is a warning, once."""
+    from podium.providers.skill_discovery import declared_names, discover
+
+    run = call.run
+    cfg = run.workflow.workflow.runtime.skill_discovery
+    assert cfg is not None
+
+    def scan() -> tuple[str, ...]:
+        base = run.path.parent
+        found = discover(cfg.sources, cfg.exclude, base, Path.home(),
+                         declared_names(run.workflow.workflow.runtime.skills, base))
+        for note in found.notes:
+            run.bus.emit(Warning_(message=note))
+        return found.folders
+
+    return run.providers.shared(f"skill-discovery:{run.path}", scan)
 
 
 def _timeout(run: RunServices, step: AgentStep) -> float | None:
