@@ -27,8 +27,11 @@ export function runsPage(main, nav) {
   let workflows = [];
   let stream = null;
   let searchTimer = null;
+  let loaded = false; // no data yet: the page says it is loading, not that there are 0 runs
 
-  const summary = h('p', {class: 'summary', id: 'runs-summary'});
+  const summary = h('p', {class: 'summary', id: 'runs-summary'}, 'Loading runs…');
+  const loading = h('p', {class: 'loading muted', id: 'runs-loading', role: 'status'},
+    h('span', {class: 'spinner', 'aria-hidden': 'true'}), 'Loading runs…');
   const attention = h('div', {class: 'attention', id: 'attention'});
   const chips = h('div', {class: 'chips', role: 'group', 'aria-label': 'Filter by status'});
   const workflowSelect = h('select', {id: 'filter-workflow', 'aria-label': 'Workflow'});
@@ -47,7 +50,8 @@ export function runsPage(main, nav) {
     attention,
     h('div', {class: 'toolbar'}, chips, workflowSelect, search,
       h('label', {class: 'check'}, children, ' sub-workflow runs')),
-    table, empty, more));
+    loading, table, empty, more));
+  table.hidden = true;
 
   const now = () => Date.now() / 1000 + skew;
 
@@ -60,7 +64,7 @@ export function runsPage(main, nav) {
         type: 'button', class: `chip${value === 'waiting' && n ? ' hot' : ''}`, 'aria-pressed': String(filter.status === value),
         dataset: {filter: value || 'all'},
         onclick: () => { filter.status = value; apply(); },
-      }, label, h('span', {class: 'count'}, String(n))));
+      }, label, h('span', {class: 'count'}, loaded ? String(n) : '…')));
     }
   }
 
@@ -145,6 +149,10 @@ export function runsPage(main, nav) {
   }
 
   function onRuns(data) {
+    if (!loaded) {
+      loaded = true;
+      loading.remove();
+    }
     skew = data.now - Date.now() / 1000;
     counts = data.counts;
     needs = data.attention || [];
