@@ -304,3 +304,139 @@ def test_fleet_list_never_imports_textual(home: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(home), capture_output=True,
                          text=True, timeout=60, check=False)
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr
+
+
+def _parked_twice(home: Path, tmp_path: Path) -> tuple[str, str]:
+    """Two runs parked at the release gate: (older, newer)."""
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    ids = []
+    for _ in range(2):
+        parked = run_podium(home, "run", flow, "--responses", responses)
+        assert parked.returncode == 5, parked.stderr
+        ids.append(run_id_of(parked))
+    return ids[0], ids[1]
+
+
+def _cursor_run(app: FleetApp) -> str | None:
+    return app.selected()
+
+
+def test_a_refused_answer_keeps_the_dialog_open_and_the_cursor_where_it_was(
+        home: Path, tmp_path: Path) -> None:
+    older, _newer = _parked_twice(home, tmp_path)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, older)
+        assert [r.id for r in app.rows].index(older) == 1  # not the first row
+        await pilot.press("a")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        dialog = app.screen
+        value = dialog.query_one("#answer-value", Input)
+        value.value = "maybe"
+        value.focus()
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert app.screen is dialog  # still open, saying why
+        shown = str(dialog.query_one("#dialog-error").render())
+        assert "refused" in shown, shown
+        assert "maybe" in shown, shown
+        assert app.store.get_run(older).status == "waiting"
+        await pilot.press("escape")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert _cursor_run(app) == older
+
+    _drive(home, body)
+
+
+def test_the_gate_dialog_is_answered_by_choosing_an_option_with_the_keys(
+        home: Path, tmp_path: Path) -> None:
+    """Arrows move through the options, Enter answers with the one chosen (here the third,
+    aborted: the run ends at its `aborted` terminate step)."""
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("a")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        await pilot.press("down", "down", "enter")  # type: ignore[attr-defined]
+        await _until(pilot, lambda: app.store.get_run(rid).status == "failed")
+        assert app.store.get_run(rid).terminal == "aborted"
+        assert "answered 'aborted'" in str(app.query_one("#message").render())
+
+    _drive(home, body)
+
+
+def test_waiting_runs_come_first_then_the_newest(home: Path, tmp_path: Path) -> None:
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    first = run_podium(home, "run", EXAMPLES / "review-counter" / "workflow.yaml")
+    second = run_podium(home, "run", EXAMPLES / "review-counter" / "workflow.yaml")
+    wait, old, new = run_id_of(parked), run_id_of(first), run_id_of(second)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        table = app.query_one("#runs", DataTable)
+        shown = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert shown == [wait, new, old]
+
+    _drive(home, body)
+
+
+def test_a_killed_runs_elapsed_time_stops_at_its_last_update(home: Path) -> None:
+    from podium.app.fleet import fleet
+
+    dead = _interrupted_run(home)
+    store = SQLiteStore(home / "podium.db")
+    try:
+        run = store.get_run(dead)
+        later = run.created_at + 3600
+        row = next(r for r in fleet(store, now=later) if r.id == dead)
+        assert row.status == "interrupted"
+        assert row.elapsed == max(0.0, run.updated_at - run.created_at) < 3600
+    finally:
+        store.close()
+
+
+def test_a_parked_runs_detail_says_what_it_waits_for_not_error(home: Path,
+                                                              tmp_path: Path) -> None:
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        _select(app, rid)
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        head = str(app.screen.query_one("#detail-head").render())
+        assert "error:" not in head, head
+        assert "waiting at gate 'approval'" in head
+
+    _drive(home, body)
+
+
+def test_a_new_run_with_a_missing_input_shows_the_refusal_in_the_form(
+        home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    write_flow(folder, "needs.yaml", LOOP_FLOW.replace(
+        "  limits: {max_iterations: 3}",
+        "  limits: {max_iterations: 10}\n  input:\n    topic: {type: string, required: true}"))
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        dialog = app.screen
+        dialog.query_one("#new-file", Input).value = "needs.yaml"
+        dialog.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert app.screen is dialog
+        shown = str(dialog.query_one("#dialog-error").render())
+        assert "missing required input: topic" in shown, shown
+        assert "started" not in str(app.query_one("#message").render())
+        assert app.store.list_runs(limit=10) == []
+
+    _drive(home, body)

@@ -58,10 +58,20 @@ class FleetRow:
 
 
 def _row(run: RunRecord, live: Liveness, gate: str | None, now: float) -> FleetRow:
-    end = run.finished_at if run.finished_at else now
+    end = _end(run, live, now)
     return FleetRow(run.id, run.workflow_name, live.status, run.current_step,
                     max(0.0, end - run.created_at), run.cost_usd, run.cost_partial, gate,
                     live.live, run.created_at, run.finished_at)
+
+
+def _end(run: RunRecord, live: Liveness, now: float) -> float:
+    """Where a run's elapsed time stops: its end; now while a process advances it or it waits
+    for a person; its last update when it stopped without finishing (killed, crashed)."""
+    if run.finished_at:
+        return run.finished_at
+    if live.live or live.status in ("running", "waiting"):
+        return now
+    return run.updated_at or now
 
 
 def open_gates_by_root(store: RunStore) -> dict[str, list[GateRecord]]:
@@ -78,8 +88,9 @@ def open_gates_by_root(store: RunStore) -> dict[str, list[GateRecord]]:
 
 def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int = 500,
           now: float | None = None) -> list[FleetRow]:
-    """Top-level runs newest first, with their liveness and the gate they wait at;
-    `status` is a key of FILTERS, `search` any part of the id, workflow or current step."""
+    """Top-level runs, those waiting for a person first, then newest first, with their
+    liveness and the gate they wait at; `status` is a key of FILTERS, `search` any part of
+    the id, workflow or current step."""
     if status not in FILTERS:
         raise Refused(f"no filter '{status}' (filters: {', '.join(FILTERS)})")
     now = time.time() if now is None else now
@@ -98,9 +109,8 @@ def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int 
             continue
         open_here = gates.get(run.id, [])
         out.append(_row(run, live, open_here[-1].step if open_here else None, now))
-        if len(out) >= limit:
-            break
-    return out
+    out.sort(key=lambda r: (r.status != "waiting", -r.created_at))
+    return out[:limit]
 
 
 @dataclass
