@@ -440,3 +440,34 @@ def test_a_new_run_with_a_missing_input_shows_the_refusal_in_the_form(
         assert app.store.list_runs(limit=10) == []
 
     _drive(home, body)
+
+
+def test_a_new_run_that_fails_says_so_in_the_tui_not_only_in_its_log(
+        home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    write_flow(folder, "broken.yaml", """
+workflow:
+  name: broken
+  entry_point: go
+agents:
+  - name: go
+    type: script
+    command: ./no-such-program-here
+    routes: [{to: $end}]
+""")
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        app.screen.query_one("#new-file", Input).value = "broken.yaml"
+        app.screen.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+
+        def said() -> str:
+            return str(app.query_one("#message").render())
+
+        await _until(pilot, lambda: "ended with exit" in said())
+        assert "the new run of broken.yaml ended with exit 3" in said()
+        assert "no-such-program-here" in said()
+
+    _drive(home, body)

@@ -24,7 +24,7 @@ from podium.app.fleet import (
     fleet,
 )
 from podium.app.runs import stop_run
-from podium.app.spawn import answer_and_resume, resume_detached, spawn_run
+from podium.app.spawn import Spawned, answer_and_resume, resume_detached, spawn_run
 from podium.errors import PodiumError
 from podium.store.base import RunStore
 from podium.tui.dialogs import AnswerScreen, NewRunScreen
@@ -75,6 +75,7 @@ class Actions:
         self.store = store
         self.home = home
         self.python = python or sys.executable
+        self.started: list[tuple[str, Spawned]] = []  # new runs whose process may still run
 
     def answer(self, run_id: str, gate_id: int, value: str, text: str | None) -> str:
         done = answer_and_resume(self.store, run_id, value, text or None, home=self.home,
@@ -113,7 +114,33 @@ class Actions:
         _check_startable(path if path.is_absolute() else folder / path, values)
         spawned = spawn_run(path, values, home=self.home, cwd=folder.resolve(), by="fleet",
                             python=self.python)
+        self.started.append((file, spawned))
         return f"started {file} (pid {spawned.pid}, log {spawned.log})"
+
+    def ended_badly(self) -> list[str]:
+        """For each run this TUI started whose process has ended since with an exit code other
+        than 0 (success) or 5 (parked at a gate): a line naming it, the code and its log's
+        error line (else its last line)."""
+        out, still = [], []
+        for file, spawned in self.started:
+            code = spawned.exit_code()
+            if code is None:
+                still.append((file, spawned))
+            elif code not in (0, 5):
+                out.append(f"the new run of {file} ended with exit {code}: "
+                           f"{_last_line(spawned.log)} (log {spawned.log})")
+        self.started = still
+        return out
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    said = [line.strip() for line in lines if line.strip()]
+    errors = [line for line in said if line.startswith(("error:", "podium run:", "podium:"))]
+    return _short((errors or said or ["(nothing in its log)"])[-1], 200)
 
 
 def _check_startable(path: Path, values: dict[str, str]) -> None:
@@ -284,6 +311,8 @@ class FleetApp(App[None]):
         except PodiumError as exc:
             self.say(f"cannot read the run store: {exc}")
             return
+        for line in self.ops.ended_badly():
+            self.say(line)
         found = self.query("#runs").results(DataTable)
         table = next(found, None)
         if table is None:  # the app is closing: its widgets are gone
