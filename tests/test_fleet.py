@@ -471,3 +471,56 @@ agents:
         assert "no-such-program-here" in said()
 
     _drive(home, body)
+
+
+def test_a_gate_answered_with_the_arrow_keys_in_a_real_pseudo_terminal(
+        home: Path, tmp_path: Path) -> None:
+    """The keys a terminal really sends (ESC [ B for the down arrow, CR for Enter) choose the
+    third option of the gate; the run resumes and ends at its `aborted` step."""
+    import fcntl
+
+    from console_helpers import store_row
+
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = cli_env(home, {"TERM": "xterm-256color"})
+    env.pop("NO_COLOR", None)
+    env.pop("COLUMNS", None)
+    proc = subprocess.Popen(podium_argv("fleet"), stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True, close_fds=True)
+    os.close(slave)
+    seen = [b""]
+
+    def read_until(check: Callable[[], bool], timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while not check() and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen[0] += os.read(master, 65536)
+                except OSError:
+                    break
+        return check()
+
+    try:
+        assert read_until(lambda: rid[:8].encode() in seen[0]), seen[0][-2000:]
+        seen[0] = b""
+        os.write(master, b"a")
+        assert read_until(lambda: b"aborted" in seen[0]), seen[0][-2000:]
+        os.write(master, b"\x1b[B")
+        os.write(master, b"\x1b[B")
+        os.write(master, b"\r")
+        assert read_until(lambda: store_row(home, rid).get("status") == "failed", 60)
+        assert store_row(home, rid)["terminal"] == "aborted"
+        os.write(master, b"q")
+        assert read_until(lambda: proc.poll() is not None, 15)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)

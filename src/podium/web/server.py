@@ -269,6 +269,7 @@ class ConsoleHooks:
         self.console = ConsoleServer(_home(), "127.0.0.1", int(getattr(req, "web_port", 0) or 0))
         self.url = ""
         self.ended = False  # the run ended by itself (not interrupted): its console may stay
+        self.parked = False  # it ended parked at a gate (answered in the console, it resumes)
 
     def started(self, engine: Any, store: Any) -> dict[str, Any]:
         from podium.errors import PodiumError, RunError
@@ -312,6 +313,7 @@ class ConsoleHooks:
         assert self.console.console is not None
         row = self.console.console.reader.run_row(engine.run_id)
         self.ended = row is not None and row["status"] != "interrupted"
+        self.parked = row is not None and row["status"] == "waiting"
 
     def close(self) -> None:
         if self.ended and keeps_console():
@@ -323,8 +325,8 @@ class ConsoleHooks:
         thread = self.console._thread
         if thread is None or not thread.is_alive():
             return
-        sys.stderr.write(f"podium: run finished; the console stays at {self.url} until "
-                         "Ctrl+C\n")
+        how = "parked" if self.parked else "finished"
+        sys.stderr.write(f"podium: run {how}; the console stays at {self.url} until Ctrl+C\n")
         sys.stderr.flush()
         before = {sig: signal.signal(sig, signal.default_int_handler)
                   for sig in (signal.SIGINT, signal.SIGTERM)}
