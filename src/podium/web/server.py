@@ -342,7 +342,8 @@ class ConsoleHooks:
 def keeps_console() -> bool:
     """Whether `podium run --web` keeps its console after its run ended: PODIUM_WEB_KEEP=1 or 0
     decides; otherwise only when stdin is a terminal (someone can press Ctrl+C), so a run in CI,
-    a pipe or a test never hangs. The `--web-bg` child never stays: its console ends with its run."""
+    a pipe or a test never hangs. The `--web-bg` child never stays: its console ends with its run
+    (docs/decisions/0029-run-web-lifetime.md)."""
     if os.environ.get("PODIUM_WEB_URL_FILE"):
         return False
     forced = os.environ.get("PODIUM_WEB_KEEP", "").strip().lower()
