@@ -198,9 +198,7 @@ class DetailScreen(Screen[None]):
         assert isinstance(app, FleetApp)
         return app
 
-    def reload(self, force: bool = False) -> None:
-        """Read the runs again; redraw the table when they changed (or `force`), the cursor
-        staying on the run it was on."""
+    def reload(self) -> None:
         try:
             self.data = d = detail(self.fleet_app.store, self.run_id, last_events=100)
         except PodiumError as exc:
