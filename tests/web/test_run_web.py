@@ -217,3 +217,23 @@ def _console_url_in(err: str) -> tuple[int, str, str]:
     m = URL.search(err)
     assert m, err
     return int(m.group(1)), m.group(2), m.group(3)
+
+
+def test_the_web_bg_child_ends_with_its_run_even_when_asked_to_keep(tmp_path: Path) -> None:
+    """`--web-bg`'s console lives as long as its run (its page says so when it stops):
+    PODIUM_WEB_KEEP, meant for a foreground `run --web`, does not keep a detached child."""
+    from helpers_engine import cli_env, podium_argv
+
+    home = tmp_path / "home"
+    flow = write_flow(tmp_path, "loop.yaml", LOOP_FLOW.replace("max_iterations: 3",
+                                                              "max_iterations: 30"))
+    started = subprocess.run(podium_argv("run", flow, "--web-bg"),
+                             env=cli_env(home, {"PODIUM_WEB_KEEP": "1"}),
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert started.returncode == 0, started.stderr
+    m = re.match(r"http://127\.0\.0\.1:(\d+)/runs/([0-9a-f]+)#token=", started.stdout)
+    assert m, started.stdout
+    port, rid = int(m.group(1)), m.group(2)
+    assert wait_until(lambda: store_row(home, rid).get("status") == "success", 30)
+    assert wait_until(lambda: _closed(port), 30), "the --web-bg console outlived its run"
