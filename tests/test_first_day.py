@@ -347,41 +347,7 @@ def test_the_demo_shows_tests_verdicts_loop_and_gate_then_what_next(tmp_path: Pa
 # ----------------------------------------------------------------------- item 6: run --web
 
 
-def test_run_web_keeps_its_console_after_the_run_until_ctrl_c(tmp_path: Path) -> None:
-    import signal
-    import urllib.request
-
-    flow = write(tmp_path, "workflow: {name: quick, entry_point: a}\n"
-                           "agents:\n  - {name: a, type: set, value: 1}\n")
-    env = cli_env(tmp_path / "home", {"PODIUM_WEB_LINGER": "1"})
-    proc = subprocess.Popen(podium_argv("run", flow, "--web"), cwd=tmp_path, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    try:
-        seen = []
-        for line in proc.stderr:  # until it says it stays
-            seen.append(line)
-            if "until Ctrl+C" in line:
-                break
-        said = "".join(seen)
-        assert "podium console: the run ended; its page stays at http://127.0.0.1:" in said
-        assert "run success" in said  # the run is over, its summary out
-        url = said.rsplit("its page stays at ", 1)[1].split(" until", 1)[0]
-        base = url.split("/runs/", 1)[0]
-        with urllib.request.urlopen(f"{base}/api/info", timeout=30) as r:
-            assert r.status == 200  # the link still answers after the run ended
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()  # by its pid: this test started it
-            proc.communicate()
-    assert proc.returncode == 0  # the run's exit code, not the interruption's
-    assert json.loads(out) == {}
-
-
-# ----------------------------------------------------------------------- item 6: the fleet
+# tests/web/test_run_web.py holds `run --web` keeping its console (a real pseudo-terminal)
 
 
 def test_the_fleet_lists_waiting_runs_first_and_a_dead_runs_time_stops(tmp_path: Path) -> None:

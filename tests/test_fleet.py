@@ -170,9 +170,7 @@ def test_answering_a_parked_gate_resumes_the_run_to_its_terminal(home: Path,
         _select(app, rid)
         await pilot.press("enter", "a")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        box = app.screen.query_one("#answer-value", Input)
-        box.focus()  # typed, not chosen from the options
-        box.value = "approved"
+        app.screen.query_one("#answer-value", Input).value = "approved"
         await pilot.press("enter")  # type: ignore[attr-defined]
         await _until(pilot, lambda: app.store.get_run(rid).status == "success")
         assert "resuming run" in str(app.query_one("#message").render())
@@ -308,33 +306,52 @@ def test_fleet_list_never_imports_textual(home: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr
 
 
-def test_a_new_run_missing_an_input_is_refused_in_the_form(home: Path, tmp_path: Path) -> None:
-    """Issue 30: it said "started", and the failure was only in the process's log."""
-    folder = tmp_path / "work"
-    write_flow(folder, "asks.yaml", "workflow:\n  name: asks\n  entry_point: a\n"
-               "  input: {topic: {type: string, required: true}}\n"
-               "agents:\n  - {name: a, type: set, value: '{{ workflow.input.topic }}'}\n")
+def _parked_twice(home: Path, tmp_path: Path) -> tuple[str, str]:
+    """Two runs parked at the release gate: (older, newer)."""
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    ids = []
+    for _ in range(2):
+        parked = run_podium(home, "run", flow, "--responses", responses)
+        assert parked.returncode == 5, parked.stderr
+        ids.append(run_id_of(parked))
+    return ids[0], ids[1]
+
+
+def _cursor_run(app: FleetApp) -> str | None:
+    return app.selected()
+
+
+def test_a_refused_answer_keeps_the_dialog_open_and_the_cursor_where_it_was(
+        home: Path, tmp_path: Path) -> None:
+    older, _newer = _parked_twice(home, tmp_path)
 
     async def body(app: FleetApp, pilot: object) -> None:
-        await pilot.press("n")  # type: ignore[attr-defined]
+        _select(app, older)
+        assert [r.id for r in app.rows].index(older) == 1  # not the first row
+        await pilot.press("a")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        app.screen.query_one("#new-file", Input).value = "asks.yaml"
-        app.screen.query_one("#new-cwd", Input).value = str(folder)
-        await pilot.click("#new-ok")  # type: ignore[attr-defined]
-        await _until(pilot, lambda: "refused" in str(app.query_one("#message").render()))
-        said = str(app.query_one("#message").render())
-        assert "topic" in said
-        assert "started" not in said
-        assert _statuses(app) == {}  # nothing was started
+        dialog = app.screen
+        value = dialog.query_one("#answer-value", Input)
+        value.value = "maybe"
+        value.focus()
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert app.screen is dialog  # still open, saying why
+        shown = str(dialog.query_one("#dialog-error").render())
+        assert "refused" in shown, shown
+        assert "maybe" in shown, shown
+        assert app.store.get_run(older).status == "waiting"
+        await pilot.press("escape")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert _cursor_run(app) == older
 
     _drive(home, body)
 
 
-def test_a_gate_is_answered_by_choosing_an_option_and_a_refusal_keeps_the_dialog(
+def test_the_gate_dialog_is_answered_by_choosing_an_option_with_the_keys(
         home: Path, tmp_path: Path) -> None:
-    """Issue 30: arrows and Enter choose an option; a refused answer closed the dialog."""
-    from textual.widgets import OptionList
-
+    """Arrows move through the options, Enter answers with the one chosen (here the third,
+    aborted: the run ends at its `aborted` terminate step)."""
     flow, responses = gate_flow(tmp_path / "flows", hostile=False)
     parked = run_podium(home, "run", flow, "--responses", responses)
     assert parked.returncode == 5, parked.stderr
@@ -344,24 +361,47 @@ def test_a_gate_is_answered_by_choosing_an_option_and_a_refusal_keeps_the_dialog
         _select(app, rid)
         await pilot.press("a")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        box = app.screen.query_one("#answer-value", Input)
-        box.focus()
-        box.value = "bogus"
-        await pilot.press("enter")  # type: ignore[attr-defined]
-        await _until(pilot, lambda: bool(app.screen.query("#answer-refused")))
-        assert "bogus" in str(app.screen.query_one("#answer-refused").render())
-        options = app.screen.query_one("#gate-options", OptionList)
-        options.focus()
-        while options.highlighted != 2:  # Abort, by the arrow keys
-            await pilot.press("down")  # type: ignore[attr-defined]
-        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.press("down", "down", "enter")  # type: ignore[attr-defined]
         await _until(pilot, lambda: app.store.get_run(rid).status == "failed")
         assert app.store.get_run(rid).terminal == "aborted"
+        assert "answered 'aborted'" in str(app.query_one("#message").render())
 
     _drive(home, body)
 
 
-def test_a_parked_runs_detail_says_what_waits_not_error(home: Path, tmp_path: Path) -> None:
+def test_waiting_runs_come_first_then_the_newest(home: Path, tmp_path: Path) -> None:
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    first = run_podium(home, "run", EXAMPLES / "review-counter" / "workflow.yaml")
+    second = run_podium(home, "run", EXAMPLES / "review-counter" / "workflow.yaml")
+    wait, old, new = run_id_of(parked), run_id_of(first), run_id_of(second)
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        table = app.query_one("#runs", DataTable)
+        shown = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert shown == [wait, new, old]
+
+    _drive(home, body)
+
+
+def test_a_killed_runs_elapsed_time_stops_at_its_last_update(home: Path) -> None:
+    from podium.app.fleet import fleet
+
+    dead = _interrupted_run(home)
+    store = SQLiteStore(home / "podium.db")
+    try:
+        run = store.get_run(dead)
+        later = run.created_at + 3600
+        row = next(r for r in fleet(store, now=later) if r.id == dead)
+        assert row.status == "interrupted"
+        assert row.elapsed == max(0.0, run.updated_at - run.created_at) < 3600
+    finally:
+        store.close()
+
+
+def test_a_parked_runs_detail_says_what_it_waits_for_not_error(home: Path,
+                                                              tmp_path: Path) -> None:
     flow, responses = gate_flow(tmp_path / "flows", hostile=False)
     parked = run_podium(home, "run", flow, "--responses", responses)
     assert parked.returncode == 5, parked.stderr
@@ -371,10 +411,116 @@ def test_a_parked_runs_detail_says_what_waits_not_error(home: Path, tmp_path: Pa
         _select(app, rid)
         await pilot.press("enter")  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
-        screen = app.screen
-        assert isinstance(screen, DetailScreen)
-        head = str(screen.query_one("#detail-head").render())
+        head = str(app.screen.query_one("#detail-head").render())
+        assert "error:" not in head, head
         assert "waiting at gate 'approval'" in head
-        assert "error:" not in head
 
     _drive(home, body)
+
+
+def test_a_new_run_with_a_missing_input_shows_the_refusal_in_the_form(
+        home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    write_flow(folder, "needs.yaml", LOOP_FLOW.replace(
+        "  limits: {max_iterations: 3}",
+        "  limits: {max_iterations: 10}\n  input:\n    topic: {type: string, required: true}"))
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        dialog = app.screen
+        dialog.query_one("#new-file", Input).value = "needs.yaml"
+        dialog.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert app.screen is dialog
+        shown = str(dialog.query_one("#dialog-error").render())
+        assert "missing required input: topic" in shown, shown
+        assert "started" not in str(app.query_one("#message").render())
+        assert app.store.list_runs(limit=10) == []
+
+    _drive(home, body)
+
+
+def test_a_new_run_that_fails_says_so_in_the_tui_not_only_in_its_log(
+        home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    write_flow(folder, "broken.yaml", """
+workflow:
+  name: broken
+  entry_point: go
+agents:
+  - name: go
+    type: script
+    command: ./no-such-program-here
+    routes: [{to: $end}]
+""")
+
+    async def body(app: FleetApp, pilot: object) -> None:
+        await pilot.press("n")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        app.screen.query_one("#new-file", Input).value = "broken.yaml"
+        app.screen.query_one("#new-cwd", Input).value = str(folder)
+        await pilot.click("#new-ok")  # type: ignore[attr-defined]
+
+        def said() -> str:
+            return str(app.query_one("#message").render())
+
+        await _until(pilot, lambda: "ended with exit" in said())
+        assert "the new run of broken.yaml ended with exit 3" in said()
+        assert "no-such-program-here" in said()
+
+    _drive(home, body)
+
+
+def test_a_gate_answered_with_the_arrow_keys_in_a_real_pseudo_terminal(
+        home: Path, tmp_path: Path) -> None:
+    """The keys a terminal really sends (ESC [ B for the down arrow, CR for Enter) choose the
+    third option of the gate; the run resumes and ends at its `aborted` step."""
+    import fcntl
+
+    from console_helpers import store_row
+
+    flow, responses = gate_flow(tmp_path / "flows", hostile=False)
+    parked = run_podium(home, "run", flow, "--responses", responses)
+    assert parked.returncode == 5, parked.stderr
+    rid = run_id_of(parked)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = cli_env(home, {"TERM": "xterm-256color"})
+    env.pop("NO_COLOR", None)
+    env.pop("COLUMNS", None)
+    proc = subprocess.Popen(podium_argv("fleet"), stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True, close_fds=True)
+    os.close(slave)
+    seen = [b""]
+
+    def read_until(check: Callable[[], bool], timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while not check() and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen[0] += os.read(master, 65536)
+                except OSError:
+                    break
+        return check()
+
+    try:
+        assert read_until(lambda: rid[:8].encode() in seen[0]), seen[0][-2000:]
+        seen[0] = b""
+        os.write(master, b"a")
+        assert read_until(lambda: b"aborted" in seen[0]), seen[0][-2000:]
+        os.write(master, b"\x1b[B")
+        os.write(master, b"\x1b[B")
+        os.write(master, b"\r")
+        assert read_until(lambda: store_row(home, rid).get("status") == "failed", 60)
+        assert store_row(home, rid)["terminal"] == "aborted"
+        os.write(master, b"q")
+        read_until(lambda: proc.poll() is not None, 15)  # drains the screen until it closes
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)

@@ -133,3 +133,107 @@ def test_a_live_run_is_stopped_from_its_console(tmp_path: Path) -> None:
         assert store_row(home, rid)["status"] == "interrupted"
     finally:
         stop_process(proc)
+
+
+STAYS = re.compile(r"podium: run finished; the console stays at http://127\.0\.0\.1:(\d+)/runs/"
+                   r"([0-9a-f]+)#token=\S+ until Ctrl\+C")
+
+
+def _kept(proc: subprocess.Popen[str]) -> str:
+    """The stderr of a `run --web` up to its "the console stays" line (fails without it)."""
+    assert proc.stderr is not None
+    seen = []
+    for _ in range(400):
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if STAYS.search(line):
+            return "".join(seen)
+    raise AssertionError("the console did not say it stays:\n" + "".join(seen))
+
+
+def _failing_loop(tmp_path: Path) -> Path:
+    text = LOOP_FLOW.replace("max_iterations: 3", "max_iterations: 30")
+    return write_flow(tmp_path, "loop.yaml", text.replace("status: success", "status: failed"))
+
+
+def test_run_web_at_a_terminal_keeps_its_console_until_ctrl_c(tmp_path: Path) -> None:
+    """With a person at the terminal (stdin is a pseudo-terminal), the console outlives the
+    run: its link still works, Ctrl+C ends it, and the exit code is still the run's (1)."""
+    import os
+    import pty
+    import signal
+
+    from helpers_engine import cli_env, podium_argv
+
+    home = tmp_path / "home"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(podium_argv("run", "--web", _failing_loop(tmp_path)),
+                            env=cli_env(home), stdin=follower, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                            errors="replace", start_new_session=True)
+    os.close(follower)
+    try:
+        err = _kept(proc)
+        port, rid, token = _console_url_in(err)
+        assert store_row(home, rid)["status"] == "failed"
+        assert proc.poll() is None  # the run ended, its console did not
+        assert Client(port, token).get(f"/api/runs/{rid}").status == 200
+        os.kill(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 1
+        assert _closed(port)
+    finally:
+        stop_process(proc)
+        os.close(leader)
+
+
+def test_run_web_without_a_terminal_stays_only_when_asked(tmp_path: Path) -> None:
+    """No terminal (CI, a pipe): PODIUM_WEB_KEEP=1 keeps the console; SIGTERM ends it with the
+    run's exit code. (Without it, the run's console ends with the run: the test above.)"""
+    import os
+    import signal
+
+    from helpers_engine import cli_env, podium_argv
+
+    home = tmp_path / "home"
+    proc = subprocess.Popen(podium_argv("run", "--web", _failing_loop(tmp_path)),
+                            env=cli_env(home, {"PODIUM_WEB_KEEP": "1"}),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                            errors="replace", start_new_session=True)
+    try:
+        port, rid, token = _console_url_in(_kept(proc))
+        assert Client(port, token).get(f"/api/runs/{rid}").status == 200
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 1
+    finally:
+        stop_process(proc)
+
+
+def _console_url_in(err: str) -> tuple[int, str, str]:
+    m = URL.search(err)
+    assert m, err
+    return int(m.group(1)), m.group(2), m.group(3)
+
+
+def test_the_web_bg_child_ends_with_its_run_even_when_asked_to_keep(tmp_path: Path) -> None:
+    """`--web-bg`'s console lives as long as its run (its page says so when it stops):
+    PODIUM_WEB_KEEP, meant for a foreground `run --web`, does not keep a detached child."""
+    from helpers_engine import cli_env, podium_argv
+
+    home = tmp_path / "home"
+    flow = write_flow(tmp_path, "loop.yaml", LOOP_FLOW.replace("max_iterations: 3",
+                                                              "max_iterations: 30"))
+    started = subprocess.run(podium_argv("run", flow, "--web-bg"),
+                             env=cli_env(home, {"PODIUM_WEB_KEEP": "1"}),
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert started.returncode == 0, started.stderr
+    m = re.match(r"http://127\.0\.0\.1:(\d+)/runs/([0-9a-f]+)#token=", started.stdout)
+    assert m, started.stdout
+    port, rid = int(m.group(1)), m.group(2)
+    assert wait_until(lambda: store_row(home, rid).get("status") == "success", 30)
+    assert wait_until(lambda: _closed(port), 30), "the --web-bg console outlived its run"

@@ -59,11 +59,20 @@ class FleetRow:
 
 
 def _row(run: RunRecord, live: Liveness, gate: str | None, now: float) -> FleetRow:
-    # a run whose process is gone stopped at its last record, not now
-    end = run.finished_at or (run.updated_at if live.interrupted and run.updated_at else now)
+    end = _end(run, live, now)
     return FleetRow(run.id, run.workflow_name, live.status, run.current_step,
                     max(0.0, end - run.created_at), run.cost_usd, run.cost_partial, gate,
                     live.live, run.created_at, run.finished_at)
+
+
+def _end(run: RunRecord, live: Liveness, now: float) -> float:
+    """Where a run's elapsed time stops: its end; now while a process advances it or it waits
+    for a person; its last update when it stopped without finishing (killed, crashed)."""
+    if run.finished_at:
+        return run.finished_at
+    if live.live or live.status in ("running", "waiting"):
+        return now
+    return run.updated_at or now
 
 
 def open_gates_by_root(store: RunStore) -> dict[str, list[GateRecord]]:

@@ -16,11 +16,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from podium.store.base import RunStore
 
 _started = itertools.count(1)  # new runs this process started (their log names)
@@ -30,6 +32,10 @@ _started = itertools.count(1)  # new runs this process started (their log names)
 class Spawned:
     pid: int
     log: Path
+    # its exit code once it ended, None while it runs (a surface that started it says how
+    # it ended instead of leaving that to the log)
+    exit_code: Callable[[], int | None] = field(default=lambda: None, compare=False,
+                                                repr=False)
 
 
 def spawn_podium(args: list[str], *, home: Path, log_name: str, why: str,
@@ -50,7 +56,7 @@ def spawn_podium(args: list[str], *, home: Path, log_name: str, why: str,
             env=env, cwd=str(cwd) if cwd is not None else None)
     # reap it when it ends (no zombie while the surface lives on)
     threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
-    return Spawned(proc.pid, log)
+    return Spawned(proc.pid, log, proc.poll)
 
 
 def spawn_resume(run_id: str, *, home: Path, by: str = "console",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -11,18 +10,9 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import (
-    Button,
-    DataTable,
-    Footer,
-    Header,
-    Input,
-    Label,
-    OptionList,
-    Static,
-)
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Static
 
 from podium.app.fleet import (
     FILTERS,
@@ -34,19 +24,15 @@ from podium.app.fleet import (
     fleet,
 )
 from podium.app.runs import stop_run
-from podium.app.spawn import answer_and_resume, resume_detached, spawn_run
+from podium.app.spawn import Spawned, answer_and_resume, resume_detached, spawn_run
 from podium.errors import PodiumError
-from podium.store.base import GateRecord, RunStore
+from podium.store.base import RunStore
+from podium.tui.dialogs import AnswerScreen, NewRunScreen
+from podium.tui.dialogs import short as _short
 
 COLUMNS = ("run", "workflow", "status", "step", "elapsed", "cost", "gate")
 LIVE_TAIL = 800  # characters of a streaming step's text the detail shows (the end)
 FILTER_ORDER = tuple(FILTERS)
-
-
-def _short(value: Any, width: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _cells(r: FleetRow) -> tuple[str, ...]:
@@ -89,6 +75,7 @@ class Actions:
         self.store = store
         self.home = home
         self.python = python or sys.executable
+        self.started: list[tuple[str, Spawned]] = []  # new runs whose process may still run
 
     def answer(self, run_id: str, gate_id: int, value: str, text: str | None) -> str:
         done = answer_and_resume(self.store, run_id, value, text or None, home=self.home,
@@ -124,117 +111,52 @@ class Actions:
             if not eq or not name:
                 raise PodiumError(f"input '{word}' is not NAME=VALUE")
             values[name] = value
-        _check_start(path if path.is_absolute() else folder / path, values)
+        _check_startable(path if path.is_absolute() else folder / path, values)
         spawned = spawn_run(path, values, home=self.home, cwd=folder.resolve(), by="fleet",
                             python=self.python)
+        self.started.append((file, spawned))
         return f"started {file} (pid {spawned.pid}, log {spawned.log})"
 
+    def ended_badly(self) -> list[str]:
+        """For each run this TUI started whose process has ended since with an exit code other
+        than 0 (success) or 5 (parked at a gate): a line naming it, the code and its log's
+        error line (else its last line)."""
+        out, still = [], []
+        for file, spawned in self.started:
+            code = spawned.exit_code()
+            if code is None:
+                still.append((file, spawned))
+            elif code not in (0, 5):
+                out.append(f"the new run of {file} ended with exit {code}: "
+                           f"{_last_line(spawned.log)} (log {spawned.log})")
+        self.started = still
+        return out
 
-def _check_start(path: Path, values: dict[str, str]) -> None:
-    """What `podium run` would refuse (an invalid workflow, a missing or unknown input),
-    said here instead of in the started process's log after "started"."""
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    said = [line.strip() for line in lines if line.strip()]
+    errors = [line for line in said if line.startswith(("error:", "podium run:", "podium:"))]
+    return _short((errors or said or ["(nothing in its log)"])[-1], 200)
+
+
+def _check_startable(path: Path, values: dict[str, str]) -> None:
+    """What `podium run` would refuse before it runs (an invalid workflow, a missing or unknown
+    input), refused here, so the TUI shows it instead of a log file."""
     import io
 
     from podium.app.inputs import parse_inputs
     from podium.app.workflows import load_valid
 
     said = io.StringIO()
-    wf, _ = load_valid(path, [], err=said)
+    wf, _code = load_valid(path, [], err=said)
     if wf is None:
-        first = next((line for line in said.getvalue().splitlines() if line.strip()), "")
-        raise PodiumError(f"{path.name} is not a valid workflow: {first}")
+        lines = [line for line in said.getvalue().splitlines() if line.strip()]
+        raise PodiumError("; ".join(lines[:2]) or f"{path} is invalid")
     parse_inputs(wf, [f"{k}={v}" for k, v in values.items()], None)
-
-
-class AnswerScreen(ModalScreen[tuple[str, str] | None]):
-    """The open gate of a run: its prompt and options; the answer (and text)."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, gate: GateRecord, refused: str | None = None) -> None:
-        super().__init__()
-        self.gate = gate
-        self.refused = refused  # why the last answer was refused: the dialog stays open
-
-    def compose(self) -> ComposeResult:
-        g = self.gate
-        hint = {"iteration_limit": "how many more iterations (0 stops the run)",
-                "dialog": "an option, or what to say to the agent"}.get(
-            g.kind, "an option's value, label or number")
-        with Vertical(id="answer-box"):
-            yield Label(f"Gate '{g.step}' of run {g.run_id}")
-            yield Static(_short(g.prompt, 2000), id="gate-prompt")
-            if self.refused:
-                yield Static(f"refused: {self.refused}", id="answer-refused")
-            if g.options:  # arrows choose, Enter answers
-                yield OptionList(*(f"{o.get('label') or o.get('value')}  ({o.get('value')})"
-                                   + ("  asks for text" if o.get("prompt_for") else "")
-                                   for o in g.options), id="gate-options")
-            yield Input(placeholder=hint, id="answer-value")
-            yield Input(placeholder="text (for an option that asks for it)", id="answer-text")
-            with Horizontal():
-                yield Button("Answer", variant="primary", id="answer-ok")
-                yield Button("Cancel", id="answer-cancel")
-
-    def _submit(self) -> None:
-        value = self.query_one("#answer-value", Input).value.strip()
-        if not value:
-            self.notify("give an answer", severity="warning")
-            return
-        self.dismiss((value, self.query_one("#answer-text", Input).value))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._submit()
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        value = str(self.gate.options[event.option_index].get("value"))
-        self.dismiss((value, self.query_one("#answer-text", Input).value))
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "answer-ok":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class NewRunScreen(ModalScreen[tuple[str, str, str] | None]):
-    """A new run: workflow file, inputs (NAME=VALUE ...), working directory."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="new-box"):
-            yield Label("New run")
-            yield Input(placeholder="workflow file (relative to the working directory)",
-                        id="new-file")
-            yield Input(placeholder="inputs: NAME=VALUE NAME2='two words'", id="new-inputs")
-            yield Input(value=str(Path.cwd()), placeholder="working directory", id="new-cwd")
-            with Horizontal():
-                yield Button("Start", variant="primary", id="new-ok")
-                yield Button("Cancel", id="new-cancel")
-
-    def _submit(self) -> None:
-        file = self.query_one("#new-file", Input).value.strip()
-        if not file:
-            self.notify("give the workflow file", severity="warning")
-            return
-        self.dismiss((file, self.query_one("#new-inputs", Input).value,
-                      self.query_one("#new-cwd", Input).value.strip()))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self._submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "new-ok":
-            self._submit()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class DetailScreen(Screen[None]):
@@ -288,8 +210,10 @@ class DetailScreen(Screen[None]):
                  f"{cost_text(r)}   file {d.run.workflow_path}"]
         if d.run.terminal:
             lines.append(f"ended at '{d.run.terminal}': {d.run.reason or ''}")
-        if d.run.error and r.status != "waiting":  # a parked run's message is no error:
-            lines.append(f"error: {_short(d.run.error, 300)}")  # its gates say what waits
+        if d.run.error and r.status != "waiting":
+            lines.append(f"error: {_short(d.run.error, 300)}")
+        elif r.status == "waiting" and not d.gates:  # parked; what for, in the run's words
+            lines.append(_short(d.run.error or f"waiting: podium resume {r.id}", 300))
         for g in d.gates:
             lines.append(f"waiting at gate '{g.step}' ({g.kind}): {_short(g.prompt, 200)} "
                          "— press a to answer")
@@ -333,6 +257,8 @@ class FleetApp(App[None]):
     #filters { height: 1; }
     #search { width: 40; }
     #message { height: auto; max-height: 3; }
+    .dialog-error { color: $error; height: auto; }
+    #gate-options { height: auto; max-height: 10; }
     #detail-live { height: auto; max-height: 16; border: round $accent; padding: 0 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -366,7 +292,7 @@ class FleetApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.main_screen.query_one("#runs", DataTable)
+        table = self.query_one("#runs", DataTable)
         table.add_columns(*COLUMNS)
         self.reload()
         table.focus()
@@ -374,21 +300,23 @@ class FleetApp(App[None]):
 
     # ------------------------------------------------------------------ the table
 
-    @property
-    def main_screen(self) -> Screen[Any]:
-        """The table's screen, whatever dialog is open on top of it (a tick of the refresh
-        with a dialog open queried the dialog, and failed)."""
-        return self.screen_stack[0]
-
-    def reload(self) -> None:
+    def reload(self, force: bool = False) -> None:
+        """Read the runs again; redraw the table when they changed (or `force`), the cursor
+        staying on the run it was on."""
         try:
             rows = fleet(self.store, status=self.status_filter, search=self.search_text)
         except PodiumError as exc:
             self.say(f"cannot read the run store: {exc}")
             return
-        table = self.main_screen.query_one("#runs", DataTable)
+        for line in self.ops.ended_badly():
+            self.say(line)
+        found = self.query("#runs").results(DataTable)
+        table = next(found, None)
+        if table is None:  # the app is closing: its widgets are gone
+            return
         current = self.selected()
-        if [_cells(r) for r in rows] == [_cells(r) for r in self.rows] and table.row_count:
+        if (not force and table.row_count
+                and [_cells(r) for r in rows] == [_cells(r) for r in self.rows]):
             return
         self.rows = rows
         table.clear()
@@ -399,7 +327,7 @@ class FleetApp(App[None]):
             table.move_cursor(row=ids.index(current))
 
     def selected(self) -> str | None:
-        table = self.main_screen.query_one("#runs", DataTable)
+        table = self.query_one("#runs", DataTable)
         if not table.row_count:
             return None
         row = table.cursor_row
@@ -408,7 +336,7 @@ class FleetApp(App[None]):
         return None
 
     def say(self, text: str) -> None:
-        self.main_screen.query_one("#message", Static).update(text)
+        self.query_one("#message", Static).update(text)
 
     def _target(self) -> str | None:
         screen = self.screen
@@ -424,9 +352,8 @@ class FleetApp(App[None]):
 
     def set_filter(self, name: str) -> None:
         self.status_filter = name
-        self.main_screen.query_one("#filter-label", Label).update(f"filter: {name}")
-        self.rows = []
-        self.reload()
+        self.query_one("#filter-label", Label).update(f"filter: {name}")
+        self.reload(force=True)
 
     def action_search(self) -> None:
         self.query_one("#search", Input).focus()
@@ -434,8 +361,7 @@ class FleetApp(App[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "search":
             self.search_text = event.value
-            self.rows = []
-            self.reload()
+            self.reload(force=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "search":
@@ -457,8 +383,7 @@ class FleetApp(App[None]):
             self.say(str(fn(*args)))
         except PodiumError as exc:
             self.say(f"refused: {exc}")
-        self.rows = []
-        self.reload()
+        self.reload(force=True)
 
     def answer_run(self, run_id: str) -> None:
         try:
@@ -470,20 +395,14 @@ class FleetApp(App[None]):
             self.say(f"run {run_id} waits at no gate")
             return
         gate = gates[-1]
+        self.push_screen(AnswerScreen(gate, lambda value, text: self.ops.answer(
+            run_id, gate.id, value, text)), self._done)
 
-        def answered(result: tuple[str, str] | None) -> None:
-            if result is None:
-                return
-            try:
-                said = self.ops.answer(run_id, gate.id, result[0], result[1])
-            except PodiumError as exc:  # the dialog comes back, saying why; the row stays
-                self.say(f"refused: {exc}")
-                self.push_screen(AnswerScreen(gate, refused=str(exc)), answered)
-                return
-            self.say(str(said))
-            self.reload()
-
-        self.push_screen(AnswerScreen(gate), answered)
+    def _done(self, message: str | None) -> None:
+        """A dialog's action was taken (its message), or it was cancelled (None)."""
+        if message is not None:
+            self.say(message)
+            self.reload(force=True)
 
     def stop_run(self, run_id: str) -> None:
         self._do(self.ops.stop, run_id)
@@ -507,8 +426,4 @@ class FleetApp(App[None]):
             self.resume_run(run)
 
     def action_new_run(self) -> None:
-        def chosen(result: tuple[str, str, str] | None) -> None:
-            if result is not None:
-                self._do(self.ops.start, *result)
-
-        self.push_screen(NewRunScreen(), chosen)
+        self.push_screen(NewRunScreen(self.ops.start), self._done)

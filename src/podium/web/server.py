@@ -1,5 +1,6 @@
 """Starting the console: `podium serve` (in the foreground) and `podium run --web` (a thread of
-the run's process that serves until the run ends).
+the run's process that serves while the run goes on, and after it until Ctrl+C when a person
+is at the terminal).
 
 The listening socket is bound before uvicorn starts, so the URL (with the real port when
 `--port 0` asked for a free one) is known and printed at once.
@@ -276,6 +277,8 @@ class ConsoleHooks:
         self.req = req
         self.console = ConsoleServer(_home(), "127.0.0.1", int(getattr(req, "web_port", 0) or 0))
         self.url = ""
+        self.ended = False  # the run ended by itself (not interrupted): its console may stay
+        self.parked = False  # it ended parked at a gate (answered in the console, it resumes)
 
     def started(self, engine: Any, store: Any) -> dict[str, Any]:
         from podium.errors import PodiumError, RunError
@@ -316,25 +319,48 @@ class ConsoleHooks:
 
     def finished(self, engine: Any) -> None:
         self.console.drain(engine.run_id)
-        self.ended = True
+        assert self.console.console is not None
+        row = self.console.console.reader.run_row(engine.run_id)
+        self.ended = row is not None and row["status"] != "interrupted"
+        self.parked = row is not None and row["status"] == "waiting"
 
     def close(self) -> None:
-        """Stop the console; after a run that ended, on a terminal, only once the person
-        presses Ctrl+C (as Conductor), so the link printed at the start still opens the run.
-        PODIUM_WEB_LINGER=1 keeps it without a terminal, 0 never."""
+        if self.ended and keeps_console():
+            self._serve_until_stopped()
+        self.console.stop()
+
+    def _serve_until_stopped(self) -> None:
+        """The run ended: the console goes on serving its page until Ctrl+C (or SIGTERM)."""
+        thread = self.console._thread
+        if thread is None or not thread.is_alive():
+            return
+        how = "parked" if self.parked else "finished"
+        sys.stderr.write(f"podium: run {how}; the console stays at {self.url} until Ctrl+C\n")
+        sys.stderr.flush()
+        before = {sig: signal.signal(sig, signal.default_int_handler)
+                  for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            if getattr(self, "ended", False) and _linger():
-                with contextlib.suppress(KeyboardInterrupt):  # a Ctrl+C right after the line
-                    sys.stderr.write(f"podium console: the run ended; its page stays at "
-                                     f"{self.url} until Ctrl+C\n")
-                    sys.stderr.flush()
-                    threading.Event().wait()
+            thread.join()
+        except KeyboardInterrupt:
+            pass
         finally:
-            self.console.stop()
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
 
-def _linger() -> bool:
-    wanted = os.environ.get("PODIUM_WEB_LINGER")
-    if wanted is not None:
-        return wanted == "1"
-    return sys.stdin.isatty() and not os.environ.get("PODIUM_WEB_URL_FILE")
+def keeps_console() -> bool:
+    """Whether `podium run --web` keeps its console after its run ended: PODIUM_WEB_KEEP=1 or 0
+    decides; otherwise only when stdin is a terminal (someone can press Ctrl+C), so a run in CI,
+    a pipe or a test never hangs. The `--web-bg` child never stays: its console ends with its run
+    (docs/decisions/0029-run-web-lifetime.md)."""
+    if os.environ.get("PODIUM_WEB_URL_FILE"):
+        return False
+    forced = os.environ.get("PODIUM_WEB_KEEP", "").strip().lower()
+    if forced in ("1", "true", "yes", "on"):
+        return True
+    if forced in ("0", "false", "no", "off"):
+        return False
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False

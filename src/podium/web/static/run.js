@@ -25,7 +25,10 @@ export function runPage(main, runId, nav, setCrumbs) {
   let skew = 0;
   let disposed = false;
 
-  const title = h('h1', {class: 'run-title'});
+  const title = h('h1', {class: 'run-title'}, 'Loading run…');
+  // until the run's first data arrives (its facts, its graph): a loading state, not blanks
+  const loading = h('p', {class: 'loading muted', id: 'run-loading', role: 'status'},
+    h('span', {class: 'spinner', 'aria-hidden': 'true'}), `Loading run ${runId}…`);
   const pill = h('span', {id: 'run-state'});
   const facts = h('div', {class: 'facts', id: 'run-facts'});
   const stopButton = h('button', {type: 'button', class: 'danger', id: 'stop-run', hidden: true});
@@ -51,7 +54,7 @@ export function runPage(main, runId, nav, setCrumbs) {
     h('div', {class: 'run-head'},
       h('div', {class: 'run-head-main'}, h('div', {class: 'title-row'}, title, pill), facts, children),
       h('div', {class: 'run-actions'}, actionMsg, resumeButton, stopButton)),
-    notices, terminalNote, gateNews, gatesBox, outcome,
+    loading, notices, terminalNote, gateNews, gatesBox, outcome,
     h('div', {class: 'timeline'}, h('span', {class: 'small muted'}, 'Timeline'), slider, sliderLabel, liveButton),
     h('div', {class: 'split'},
       h('div', {class: 'graph-wrap'},
@@ -345,6 +348,7 @@ export function runPage(main, runId, nav, setCrumbs) {
   // ---------------------------------------------------------------- data
 
   function onDetail(data) {
+    loading.remove();
     detail = data;
     skew = 0;
     const crumbs = [['Runs', '/']];

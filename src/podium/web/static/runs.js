@@ -22,13 +22,16 @@ export function runsPage(main, nav) {
   const rows = new Map(); // id -> {run, tr}
   let order = [];
   let skew = 0;
-  let counts = null; // null until the first data: the page says it is loading, not 0
+  let counts = {};
   let needs = []; // the runs that need a person, from the store (not only those listed)
   let workflows = [];
   let stream = null;
   let searchTimer = null;
+  let loaded = false; // no data yet: the page says it is loading, not that there are 0 runs
 
-  const summary = h('p', {class: 'summary', id: 'runs-summary'});
+  const summary = h('p', {class: 'summary', id: 'runs-summary'}, 'Loading runs…');
+  const loading = h('p', {class: 'loading muted', id: 'runs-loading', role: 'status'},
+    h('span', {class: 'spinner', 'aria-hidden': 'true'}), 'Loading runs…');
   const attention = h('div', {class: 'attention', id: 'attention'});
   const chips = h('div', {class: 'chips', role: 'group', 'aria-label': 'Filter by status'});
   const workflowSelect = h('select', {id: 'filter-workflow', 'aria-label': 'Workflow'});
@@ -47,23 +50,21 @@ export function runsPage(main, nav) {
     attention,
     h('div', {class: 'toolbar'}, chips, workflowSelect, search,
       h('label', {class: 'check'}, children, ' sub-workflow runs')),
-    table, empty, more));
+    loading, table, empty, more));
+  table.hidden = true;
 
   const now = () => Date.now() / 1000 + skew;
-  summary.textContent = 'Loading runs…';
-  main.setAttribute('aria-busy', 'true');
 
   function renderChips() {
     clear(chips);
     for (const [value, label] of FILTERS) {
-      const n = counts === null ? '…' : {'': counts.total, active: counts.active, waiting: counts.waiting,
-        running: counts.running, success: counts.success, failed: counts.failed_all,
-        interrupted: counts.interrupted}[value] || 0;
+      const n = {'': counts.total, active: counts.active, waiting: counts.waiting, running: counts.running,
+        success: counts.success, failed: counts.failed_all, interrupted: counts.interrupted}[value] || 0;
       chips.append(h('button', {
         type: 'button', class: `chip${value === 'waiting' && n ? ' hot' : ''}`, 'aria-pressed': String(filter.status === value),
         dataset: {filter: value || 'all'},
         onclick: () => { filter.status = value; apply(); },
-      }, label, h('span', {class: 'count'}, String(n))));
+      }, label, h('span', {class: 'count'}, loaded ? String(n) : '…')));
     }
   }
 
@@ -148,7 +149,10 @@ export function runsPage(main, nav) {
   }
 
   function onRuns(data) {
-    main.removeAttribute('aria-busy');
+    if (!loaded) {
+      loaded = true;
+      loading.remove();
+    }
     skew = data.now - Date.now() / 1000;
     counts = data.counts;
     needs = data.attention || [];
