@@ -191,7 +191,8 @@ def test_status_and_stop_all_with_nothing_running(tmp_path: Path) -> None:
 
 def test_web_bg_prints_the_console_url_and_the_run_goes_on(tmp_path: Path) -> None:
     flow = write(tmp_path, AGENT)
-    proc = _cli(tmp_path, "run", flow, "--web-bg")
+    replies = write(tmp_path, REPLIES, "replies.yaml")  # no Copilot login here: scripted
+    proc = _cli(tmp_path, "run", flow, "--web-bg", "--responses", replies)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("http://127.0.0.1:")
     assert "#token=" in proc.stdout

@@ -203,8 +203,9 @@ def test_a_killed_run_reads_interrupted_and_says_how_to_resume(tmp_path: Path,
     assert f"podium resume {run_id}" in shown.stdout
     data = json.loads(_cli(tmp_path, "show", run_id, "--format", "json", env=env).stdout)
     assert (data["run"]["status"], data["run"]["live"]) == ("interrupted", False)
-    assert _cli(tmp_path, "runs", "--status", "interrupted", "--format", "json",
-                env=env).stdout.count(run_id) == 1
+    listed_json = json.loads(_cli(tmp_path, "runs", "--status", "interrupted", "--format",
+                                  "json", env=env).stdout)
+    assert [r["run_id"] for r in listed_json] == [run_id]
 
 
 def test_two_resumes_at_once_advance_the_run_once(tmp_path: Path, store: Store) -> None:

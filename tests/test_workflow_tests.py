@@ -336,7 +336,10 @@ def test_real_scripts_run_in_the_test_folder_and_limits_can_be_expected(
           - name: again
             type: set
             value: "{{{{ 1 }}}}"
-            routes: [{{to: again}}]
+            routes:  # a way out the data never takes (validate refuses a loop with none)
+              - to: $end
+                when: "{{{{ read.output.word == 'stop' }}}}"
+              - to: again
         output:
           word: "{{{{ read.output.word }}}}"
         """)

@@ -60,7 +60,8 @@ def summary(run: RunRecord, gates: list[GateRecord], now: float,
     Temporal workflow advances it)."""
     end = run.finished_at or (run.updated_at if run.status != "running" else now)
     return {
-        "id": run.id, "workflow": run.workflow_name, "workflow_path": run.workflow_path,
+        "run_id": run.id, "id": run.id,  # run_id: the key every JSON output names it by
+        "workflow": run.workflow_name, "workflow_path": run.workflow_path,
         "status": run.status, "state": state_of(lv, gates), "live": lv.live,
         "current_step": run.current_step, "created_at": run.created_at,
         "updated_at": run.updated_at, "finished_at": run.finished_at,
