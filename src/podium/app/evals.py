@@ -230,7 +230,8 @@ def run_eval(store: RunStore, eval_id: str, spec: EvalSpec,
             todo.append((task, argv))
         else:
             todo.append((task, _argv(spec, task, eval_id, files[task.variant.name], folder)))
-    out.spent_usd = spent(store, eval_id)
+    finished: dict[str, float] = {}  # the cost of the runs that ended, folded once
+    out.spent_usd = spent(store, eval_id, finished)
     lock = threading.Lock()
 
     def one(item: tuple[Task, list[str]]) -> None:
@@ -251,9 +252,8 @@ def run_eval(store: RunStore, eval_id: str, spec: EvalSpec,
             with lock:
                 out.failures.append(f"{task.variant.name} / row {task.row.id}: "
                                     f"{done.stderr.strip().splitlines()[-1:] or ['?']}")
-        total = spent(store, eval_id)
-        with lock:
-            out.spent_usd = total
+        with lock:  # one reader of the cache at a time
+            out.spent_usd = spent(store, eval_id, finished)
         if progress is not None:
             progress(f"{task.variant.name} · row {task.row.id} · #{task.repeat}: "
                      f"exit {done.returncode}")
@@ -263,12 +263,24 @@ def run_eval(store: RunStore, eval_id: str, spec: EvalSpec,
     return out
 
 
-def spent(store: RunStore, eval_id: str) -> float:
-    """What the eval's runs spent so far: the fold of their model calls."""
+def spent(store: RunStore, eval_id: str, finished: dict[str, float] | None = None) -> float:
+    """What the eval's runs spent so far: the fold of their model calls. `finished` keeps
+    the cost of runs that ended (it cannot change), so that asking after every run does not
+    fold every earlier run's events again."""
     from podium.app.spend import run_spend
 
-    return sum(run_spend(store, r.id).total.cost_usd for r in eval_runs(store, eval_id)
-               if r.parent_run_id is None)
+    known = {} if finished is None else finished
+    total = 0.0
+    for r in eval_runs(store, eval_id):
+        if r.parent_run_id is not None:
+            continue
+        cost = known.get(r.id)
+        if cost is None:
+            cost = run_spend(store, r.id).total.cost_usd
+            if r.status in FINAL:
+                known[r.id] = cost
+        total += cost
+    return total
 
 
 def eval_report(store: RunStore, eval_id: str) -> dict[str, Any] | None:
