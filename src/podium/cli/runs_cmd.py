@@ -86,7 +86,7 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
             ("METADATA",) if tagged else ())
         table = [header]
         for r in rows:
-            mark = " ▲" if r.status == "waiting" else ""
+            mark = " ▲" if shown[r.id] == "waiting" else ""
             tags = (" ".join(f"{k}={v}" for k, v in run_metadata(r).items()),) if tagged else ()
             table.append((r.id, r.workflow_name, shown[r.id] + mark, r.current_step or "-",
                           _age(now - r.created_at), str(r.input_tokens + r.output_tokens),
@@ -109,7 +109,8 @@ def show_command(run_id: str, fmt: str) -> int:
     from podium.app.home import open_store
 
     def body() -> int:
-        from podium.app.owners import liveness
+        from podium.app.family import open_gates
+        from podium.app.owners import held, liveness
         from podium.app.spend import run_spend, spend_json
         from podium.events.sinks.console import parsed_first
 
@@ -117,8 +118,8 @@ def show_command(run_id: str, fmt: str) -> int:
         try:
             run = store.find_run(run_id)
             events = store.events(run.id)
-            gates = store.gates(run_id=run.id, status="open")
-            live = liveness(store, run)
+            gates = open_gates(store, run.id)  # its own and its sub-workflow runs'
+            live = held(liveness(store, run), gates)
             spent = run_spend(store, run.id, events)
         finally:
             store.close()
