@@ -22,9 +22,8 @@ import pytest
 from console_helpers import run_id_of, start_podium, stop_process, write_flow
 
 from conftest import start_console
-from helpers_engine import cli_env, podium_argv, wait_until
-
 from fakes.openai_server import FakeOpenAI, answer, call, error
+from helpers_engine import cli_env, podium_argv, wait_until
 from test_spend_truth import CORPUS, SUB, _corpus_responses, _u
 
 RETRIES = """
