@@ -367,6 +367,8 @@ def _agree(corpus: Corpus, views: dict[str, Any], name: str) -> None:
         assert (got["input_tokens"], got["output_tokens"]) == want, (name, where)
         assert got["cost_usd"] == pytest.approx(cost, abs=1e-6), (name, where)
     assert fleet_row.cost_usd == pytest.approx(cost, abs=1e-6), name
+    fleet_spend = fleet_detail.spend.total
+    assert (fleet_spend.input_tokens, fleet_spend.output_tokens) == want, name
     assert _spans(home, rid) == want, name
     if case.budget:  # the audit budget saw every call, whatever became of its step
         events = [json.loads(line) for line in _run(home, "events", rid).stdout.splitlines()]

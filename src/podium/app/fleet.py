@@ -13,13 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from podium.app.family import family, open_gates, open_gates_by_root
+from podium.app.family import family, open_gates_by_root
 from podium.app.owners import Liveness, held, liveness
 from podium.app.runs import Refused
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
     from podium.events.model import Event
+    from podium.events.spend import RunSpend
     from podium.store.base import RunStore
 
 # What people filter on -> the statuses (as read, with liveness) it covers.
@@ -125,28 +126,26 @@ class FleetDetail:
     children: list[str] = field(default_factory=list)
     # what its running steps streamed so far, by `step#iteration` (the store's live rows)
     live: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spend: RunSpend | None = None  # what it and its sub-workflow runs spent (the one fold)
 
 
 def detail(store: RunStore, run_id: str, *, last_events: int = 200,
            now: float | None = None) -> FleetDetail:
-    """A run's detail (RunNotFound when there is no such run)."""
-    from podium.app.history import folded
+    """A run's detail (RunNotFound when there is no such run): its RunView
+    (app/history.py), with its latest events typed and what its running steps stream."""
+    from podium.app.history import run_view
 
-    run = store.find_run(run_id)
+    view = run_view(store, run_id)
+    run, gates = view.run, view.gates
     now = time.time() if now is None else now
-    events = store.events(run.id)
-    state = folded(events)  # the path it took (the fold resume starts from)
-    last = int(events[-1]["seq"]) if events else 0
-    latest = store.history(run.id, max(0, last - last_events)) if last_events > 0 else []
-    gates = open_gates(store, run.id)
+    latest = (store.history(run.id, max(0, view.last_seq - last_events))
+              if last_events > 0 else [])
     path = [PathStep(r.step, r.step_type, r.iteration, r.route_to, r.output, r.elapsed)
-            for r in state.records]
+            for r in view.state.records]
     children = [r.id for r in store.list_runs(parent=run.id, limit=10_000)]
-    live = liveness(store, run)
-    streaming = store.live(run.id) if live.status == "running" else {}
-    live = held(live, gates)
-    return FleetDetail(_row(run, live, gates[-1].step if gates else None, now),
-                       run, path, latest, gates, children, streaming)
+    streaming = store.live(run.id) if view.liveness.status == "running" else {}
+    return FleetDetail(_row(run, view.status, gates[-1].step if gates else None, now),
+                       run, path, latest, gates, children, streaming, view.spend)
 
 
 # ----------------------------------------------------------------------------- prune
