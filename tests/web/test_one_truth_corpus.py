@@ -316,7 +316,7 @@ def _views(corpus: Corpus) -> dict[str, Any]:
             "show": {c.run_id: _cli_json(home, "show", c.run_id, "--format", "json")
                      for c in corpus.cases.values()},
             "page": page, "one": one, "table": table, "details": details,
-            "status": {r["id"] for r in _cli_json(home, "status", "--json")}}
+            "status": {r["id"]: r["status"] for r in _cli_json(home, "status", "--json")}}
 
 
 @pytest.fixture(scope="module")
@@ -352,6 +352,7 @@ def _agree(corpus: Corpus, views: dict[str, Any], name: str) -> None:
     assert seen == dict.fromkeys(seen, case.status), (name, seen)
     # `podium status` lists the runs a live process or Temporal workers advance
     assert (rid in views["status"]) is shown["run"]["live"] is one["live"], name
+    assert views["status"].get(rid, case.status) == case.status, name
     # steps: the path `show` folds is the fleet's
     assert [p.step for p in fleet_detail.path] == [s["step"] for s in shown["steps"]], name
     # tokens and cost: the one fold, the run row (runs, console, fleet) and the spans

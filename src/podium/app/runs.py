@@ -582,6 +582,7 @@ def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
     those a live process on this machine advances, and those on Temporal workers (running, or
     waiting for a person in their workflow), which `stop` cancels wherever they run."""
     host = this_host()
+    gates = open_gates_by_root(store)
     out = []
     for r in store.list_runs(status=("running", "waiting"), limit=10_000):
         if r.parent_run_id is not None:
@@ -592,5 +593,5 @@ def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
         if runs_on_temporal(r) or (
                 r.status == "running" and lv.lease is not None
                 and lv.lease.owner.host == host):
-            out.append((r, lv))
+            out.append((r, held(lv, gates.get(r.id, []))))  # waiting, at an open gate
     return out
