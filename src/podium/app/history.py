@@ -36,13 +36,14 @@ def folded(events: list[dict[str, Any]]) -> RunState:
     return fold_events(events)
 
 
-def usage_of(events: list[dict[str, Any]]) -> dict[str, Usage]:
-    """Tokens and cost per agent: the one fold of the run's model calls (events/spend.py)
-    as the rows of a RunResult (engine/history.py)."""
+def usage_of(store: RunStore, run_id: str,
+             events: list[dict[str, Any]] | None = None) -> dict[str, Usage]:
+    """Tokens and cost per agent of a stored run and its sub-workflow runs: the one fold of
+    their model calls (app/spend.py) as the rows of a RunResult (engine/history.py)."""
+    from podium.app.spend import run_spend
     from podium.engine.history import usage_rows
-    from podium.events.spend import fold_spend
 
-    return usage_rows(fold_spend(events))
+    return usage_rows(run_spend(store, run_id, events))
 
 
 @dataclass(frozen=True)
