@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from podium.app.owners import Liveness, liveness
+from podium.app.family import family, open_gates_by_root, root_of
+from podium.app.owners import HELD, Liveness, held, liveness
 from podium.store.base import GateRecord, RunRecord, RunStore
 from podium.store.catalog import Catalog, RunQuery, StoreVersion
 
-__all__ = ["Catalog", "StoreVersion", "detail", "open_catalog", "runs_page", "source_of",
-           "streaming"]
+__all__ = ["Catalog", "StoreVersion", "detail", "family", "open_catalog", "root_of", "runs_page",
+           "source_of", "streaming"]
 
 # Filters of the runs page: name -> the stored statuses it covers.
 STATUS_FILTERS: dict[str, tuple[str, ...]] = {
@@ -43,9 +44,10 @@ def open_catalog(source: Path | str) -> Catalog:
 
 
 def state_of(lv: Liveness, gates: list[GateRecord]) -> str:
-    """What a person needs at a glance: waiting (a gate is open), running, interrupted
-    (marked running but nothing advances it: resumable), or the final status."""
-    return "waiting" if gates else lv.status
+    """What a person needs at a glance: waiting (held by an open gate: app/owners.py `held`),
+    running, interrupted (marked running but nothing advances it: resumable), or the final
+    status."""
+    return held(lv, gates).status
 
 
 def gate_json(g: GateRecord) -> dict[str, Any]:
@@ -74,39 +76,6 @@ def summary(run: RunRecord, gates: list[GateRecord], now: float,
         "gate": ({"id": gates[-1].id, "step": gates[-1].step, "kind": gates[-1].kind,
                   "run_id": gates[-1].run_id} if gates else None),
     }
-
-
-def root_of(cat: Catalog, run: RunRecord) -> RunRecord:
-    """The top-level run a sub-workflow run belongs to (itself for a top-level run)."""
-    seen = {run.id}
-    while run.parent_run_id and run.parent_run_id not in seen:
-        parent = cat.run(run.parent_run_id)
-        if parent is None:
-            break
-        run = parent
-        seen.add(run.id)
-    return run
-
-
-def family(cat: Catalog, run_id: str) -> list[str]:
-    """A run and every sub-workflow run below it, parents first."""
-    out: list[str] = []
-    todo = [run_id]
-    while todo and len(out) < 10_000:
-        rid = todo.pop(0)
-        out.append(rid)
-        todo += cat.child_ids(rid)
-    return out
-
-
-def open_gates_by_root(cat: Catalog) -> dict[str, list[GateRecord]]:
-    """Open gates keyed by the top-level run they hold up."""
-    out: dict[str, list[GateRecord]] = {}
-    for g in cat.open_gates():
-        run = cat.run(g.run_id)
-        root = root_of(cat, run).id if run else g.run_id
-        out.setdefault(root, []).append(g)
-    return out
 
 
 def runs_page(cat: Catalog, *, status: str | None = None, workflow: str | None = None,
@@ -141,7 +110,8 @@ def counts_and_attention(cat: Catalog, gates: dict[str, list[GateRecord]], now: 
     lives = {r.id: liveness(cat, r) for r in running}
     states = {r.id: state_of(lives[r.id], gates.get(r.id, [])) for r in running}
     held = [rid for rid in gates if rid not in states]
-    held_runs = [r for r in cat.runs_by_id(held) if r.parent_run_id is None]
+    held_runs = [r for r in cat.runs_by_id(held) if r.parent_run_id is None
+                 and r.status in HELD]
     for r in held_runs:  # a run held by an open gate counts as waiting
         by_status[r.status] = by_status.get(r.status, 0) - 1
         by_status["waiting"] = by_status.get("waiting", 0) + 1

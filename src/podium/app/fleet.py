@@ -13,12 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from podium.app.owners import Liveness, liveness
-from podium.app.runs import Refused, root_of
+from podium.app.family import family, open_gates_by_root
+from podium.app.owners import Liveness, held, liveness
+from podium.app.runs import Refused
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
     from podium.events.model import Event
+    from podium.events.spend import RunSpend
     from podium.store.base import RunStore
 
 # What people filter on -> the statuses (as read, with liveness) it covers.
@@ -75,18 +77,6 @@ def _end(run: RunRecord, live: Liveness, now: float) -> float:
     return run.updated_at or now
 
 
-def open_gates_by_root(store: RunStore) -> dict[str, list[GateRecord]]:
-    """The open gates, by the top-level run they hold up."""
-    out: dict[str, list[GateRecord]] = {}
-    for g in store.gates(status="open"):
-        try:
-            root = root_of(store, store.get_run(g.run_id))
-        except Exception:  # a gate of a run pruned meanwhile
-            continue
-        out.setdefault(root.id, []).append(g)
-    return out
-
-
 def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int = 500,
           now: float | None = None) -> list[FleetRow]:
     """Top-level runs, those waiting for a person first, then newest first, with their
@@ -105,10 +95,10 @@ def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int 
         if needle and not any(needle in (v or "").lower()
                               for v in (run.id, run.workflow_name, run.current_step)):
             continue
-        live = liveness(store, run)
+        open_here = gates.get(run.id, [])
+        live = held(liveness(store, run), open_here)  # a run an open gate holds: waiting
         if wanted and live.status not in wanted:
             continue
-        open_here = gates.get(run.id, [])
         out.append(_row(run, live, open_here[-1].step if open_here else None, now))
     out.sort(key=lambda r: (r.status != "waiting", -r.created_at))
     return out[:limit]
@@ -136,28 +126,26 @@ class FleetDetail:
     children: list[str] = field(default_factory=list)
     # what its running steps streamed so far, by `step#iteration` (the store's live rows)
     live: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spend: RunSpend | None = None  # what it and its sub-workflow runs spent (the one fold)
 
 
 def detail(store: RunStore, run_id: str, *, last_events: int = 200,
            now: float | None = None) -> FleetDetail:
-    """A run's detail (RunNotFound when there is no such run)."""
-    from podium.app.runs import family
-    from podium.engine.history import fold_events
+    """A run's detail (RunNotFound when there is no such run): its RunView
+    (app/history.py), with its latest events typed and what its running steps stream."""
+    from podium.app.history import run_view
 
-    run = store.find_run(run_id)
+    view = run_view(store, run_id)
+    run, gates = view.run, view.gates
     now = time.time() if now is None else now
-    events = store.events(run.id)
-    state = fold_events(events)  # the path it took (resume's fold reads the same dicts)
-    last = int(events[-1]["seq"]) if events else 0
-    latest = store.history(run.id, max(0, last - last_events)) if last_events > 0 else []
-    gates = [g for rid in family(store, run.id) for g in store.gates(run_id=rid, status="open")]
+    latest = (store.history(run.id, max(0, view.last_seq - last_events))
+              if last_events > 0 else [])
     path = [PathStep(r.step, r.step_type, r.iteration, r.route_to, r.output, r.elapsed)
-            for r in state.records]
+            for r in view.state.records]
     children = [r.id for r in store.list_runs(parent=run.id, limit=10_000)]
-    live = liveness(store, run)
-    streaming = store.live(run.id) if live.status == "running" else {}
-    return FleetDetail(_row(run, live, gates[-1].step if gates else None, now),
-                       run, path, latest, gates, children, streaming)
+    streaming = store.live(run.id) if view.liveness.status == "running" else {}
+    return FleetDetail(_row(run, view.status, gates[-1].step if gates else None, now),
+                       run, path, latest, gates, children, streaming, view.spend)
 
 
 # ----------------------------------------------------------------------------- prune
@@ -191,7 +179,6 @@ def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
     transaction, which a resume's lease also takes, so a run a resume took after this look
     is kept, and a resume after the removal finds no run."""
     from podium.app.owners import owner_alive
-    from podium.app.runs import family
 
     now = time.time() if now is None else now
     cutoff = now - older_than

@@ -43,8 +43,9 @@ class Guided:
 
 def add_guidance(store: RunStore, run_id: str, texts: list[str]) -> Guided:
     """Queue guidance texts for a run (its top-level run, for a sub-workflow's id)."""
+    from podium.app.family import root_of
     from podium.app.owners import liveness
-    from podium.app.runs import Refused, root_of
+    from podium.app.runs import Refused
 
     run = root_of(store, store.find_run(run_id))
     given = redacted_guidance(run, texts)

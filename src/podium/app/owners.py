@@ -15,11 +15,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from podium.store.base import Lease, Owner, RunRecord, RunStore
+from podium.app.family import root_of
+from podium.store.base import GateRecord, Lease, Owner, RunRecord, RunStore
 
 HEARTBEAT = 5.0  # seconds between an owner's heartbeats
 STALE = 30.0  # a heartbeat older than this means the owner is gone
@@ -108,11 +109,7 @@ def liveness(store: RunReads, run: RunRecord) -> Liveness:
     """The run as it is: a `running` run without a live owner is `interrupted` (resumable).
     A sub-workflow run lives and dies with its top-level run. Every surface (CLI, console,
     fleet TUI, MCP) reads a run's status through this."""
-    root = run
-    seen = {run.id}
-    while root.parent_run_id and root.parent_run_id not in seen:
-        root = store.get_run(root.parent_run_id)
-        seen.add(root.id)
+    root = root_of(store, run)
     lease = store.lease(root.id)
     if runs_on_temporal(root):
         # no local owner: its Temporal workflow advances it (its workers hold no lease)
@@ -122,6 +119,27 @@ def liveness(store: RunReads, run: RunRecord) -> Liveness:
     if status == "running" and not live:
         status = "interrupted"
     return Liveness(status, lease, live)
+
+
+HELD = ("running", "interrupted", "waiting")  # the statuses an open gate reads as `waiting`
+
+
+def held(lv: Liveness, gates: Sequence[GateRecord]) -> Liveness:
+    """The run as people read it, given the open gates of its family (app/family.py): a run
+    held by an open gate is `waiting` for a person, whether it parked (stored `waiting`), a
+    live process asks at a console gate (stored `running`), or the process that asked died
+    (answering resumes it). The one rule `runs`, `show`, the console, the fleet TUI and the
+    MCP server read."""
+    if gates and lv.status in HELD and lv.status != "waiting":
+        return replace(lv, status="waiting")
+    return lv
+
+
+def seen(store: RunStore, run: RunRecord) -> Liveness:
+    """liveness, held by the open gates of the run's family."""
+    from podium.app.family import open_gates
+
+    return held(liveness(store, run), open_gates(store, run.id))
 
 
 def resume_hint(run_id: str) -> str:

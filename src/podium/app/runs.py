@@ -17,11 +17,13 @@ from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 from podium import exitcodes
+from podium.app.family import family, open_gates, open_gates_by_root, root_of
 from podium.app.launch import LaunchOptions, advance, make_engine
 from podium.app.owners import (
     Liveness,
     Ownership,
     ancestors,
+    held,
     kept,
     liveness,
     owning,
@@ -124,25 +126,6 @@ class ResumeRequest:
     guidance: list[str] = field(default_factory=list)  # --guidance TEXT (spec 5.4)
     metadata: dict[str, str] = field(default_factory=dict)  # --metadata K=V, added
     interactive: bool | None = None  # --no-interactive: False
-
-
-def root_of(store: RunStore, run: RunRecord) -> RunRecord:
-    """The top-level run a sub-workflow run belongs to (resuming it resumes its children)."""
-    seen = {run.id}
-    while run.parent_run_id and run.parent_run_id not in seen:
-        run = store.get_run(run.parent_run_id)
-        seen.add(run.id)
-    return run
-
-
-def family(store: RunStore, run_id: str) -> list[str]:
-    """A run and all its sub-workflow runs, parents first."""
-    out, todo = [], [run_id]
-    while todo:
-        rid = todo.pop(0)
-        out.append(rid)
-        todo.extend(r.id for r in store.list_runs(parent=rid, limit=10_000))
-    return out
 
 
 def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
@@ -360,7 +343,7 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
     """Record the answer to the open gate of a run (or of one of its sub-workflow runs; the
     newest, or `gate_id`). The caller resumes the run when `live` is False."""
     run = store.find_run(run_id)
-    gates = [g for rid in family(store, run.id) for g in store.gates(run_id=rid, status="open")]
+    gates = open_gates(store, run.id)
     if gate_id is not None:
         gates = [g for g in gates if g.id == gate_id]
         if not gates:
@@ -560,21 +543,32 @@ def _stop_on_temporal(store: RunStore, run: RunRecord, wait: float) -> Stopped:
 def list_runs(store: RunStore, *, status: str | None = None, workflow: str | None = None,
               limit: int = 50, metadata: dict[str, str] | None = None
               ) -> list[tuple[RunRecord, Liveness]]:
-    """Runs newest first, each with its liveness; `status` filters on what people see (a
-    `running` run whose process died is listed as `interrupted`); `metadata` keeps the runs
-    whose --metadata has every KEY=VALUE given."""
+    """Runs newest first, each with its liveness as people read it (app/owners.py `held`: a
+    `running` run whose process died is `interrupted`, one an open gate holds is `waiting`);
+    `status` filters on that; `metadata` keeps the runs whose --metadata has every KEY=VALUE
+    given."""
     stored: str | tuple[str, ...] | None = status
-    if status == "interrupted":  # interrupted, and running runs whose process died
-        stored = ("interrupted", "running")
-    wide = status in ("interrupted", "running") or bool(metadata)
+    seen_as = ("interrupted", "running", "waiting")
+    if status in seen_as:  # a stored `running` run may read as any of these
+        stored = (str(status), "running") if status != "running" else "running"
+    wide = status in seen_as or bool(metadata)
     rows = store.list_runs(status=stored, workflow=workflow, limit=10_000 if wide else limit)
     if metadata:
         rows = [r for r in rows if all(str(run_metadata(r).get(k)) == v and k in run_metadata(r)
                                        for k, v in metadata.items())]
-    out = [(r, liveness(store, r)) for r in rows]
-    if status in ("interrupted", "running"):
+    gates = open_gates_by_root(store)
+    out = [(r, held(liveness(store, r), _gates_of(store, r, gates))) for r in rows]
+    if status in seen_as:
         out = [(r, lv) for r, lv in out if lv.status == status]
     return out[:limit]
+
+
+def _gates_of(store: RunStore, run: RunRecord,
+              by_root: dict[str, list[GateRecord]]) -> list[GateRecord]:
+    """The open gates that hold `run` up: its family's (a sub-workflow run's, read below it)."""
+    if run.parent_run_id is None:
+        return by_root.get(run.id, [])
+    return open_gates(store, run.id) if by_root.get(root_of(store, run).id) else []
 
 
 def run_metadata(run: RunRecord) -> dict[str, str]:
@@ -588,6 +582,7 @@ def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
     those a live process on this machine advances, and those on Temporal workers (running, or
     waiting for a person in their workflow), which `stop` cancels wherever they run."""
     host = this_host()
+    gates = open_gates_by_root(store)
     out = []
     for r in store.list_runs(status=("running", "waiting"), limit=10_000):
         if r.parent_run_id is not None:
@@ -598,5 +593,5 @@ def live_runs(store: RunStore) -> list[tuple[RunRecord, Liveness]]:
         if runs_on_temporal(r) or (
                 r.status == "running" and lv.lease is not None
                 and lv.lease.owner.host == host):
-            out.append((r, lv))
+            out.append((r, held(lv, gates.get(r.id, []))))  # waiting, at an open gate
     return out

@@ -110,8 +110,9 @@ def resume_detached(store: RunStore, run_id: str, *, home: Path, by: str,
                     python: str | None = None) -> Spawned:
     """Resume a run that no live process advances, in a detached process; Refused (conflict)
     when it finished or a live process advances it."""
+    from podium.app.family import root_of
     from podium.app.owners import liveness
-    from podium.app.runs import Refused, root_of
+    from podium.app.runs import Refused
 
     run = root_of(store, store.find_run(run_id))
     live = liveness(store, run)

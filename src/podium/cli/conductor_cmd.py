@@ -227,7 +227,7 @@ def status_command(json_out: bool) -> int:
                 "workflow_path": r.workflow_path, "current_step": r.current_step, "pid": lv.lease.owner.pid if lv.lease else None,
                 "command": lv.lease.owner.command if lv.lease else None,
                 "started_at": r.created_at, "web": bool((r.options or {}).get("web")),
-                "temporal": (r.options or {}).get("temporal"), "status": r.status,
+                "temporal": (r.options or {}).get("temporal"), "status": lv.status,
                 "metadata": run_metadata(r)} for r, lv in rows]
         if json_out:
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -299,14 +299,17 @@ def checkpoint_list_command(run_id: str | None, json_out: bool, limit: int) -> i
         store = open_store(verify=False)
         rows: list[dict[str, Any]] = []
         try:
+            from podium.app.owners import seen
+
             if run_id is not None:
                 run = store.find_run(run_id)
+                status = seen(store, run).status  # as every surface reads it
                 for e in reversed(store.events(run.id)):
                     if e["type"] == "checkpoint":
                         rows.append({"run_id": run.id, "workflow": run.workflow_name,
                                      "seq": e["seq"], "created_at": e["ts"],
                                      "step": e.get("step"), "next_step": e.get("next_step"),
-                                     "status": run.status})
+                                     "status": status})
             else:
                 for run in store.list_runs(limit=limit):
                     cp = store.latest_checkpoint(run.id)
@@ -314,7 +317,7 @@ def checkpoint_list_command(run_id: str | None, json_out: bool, limit: int) -> i
                         rows.append({"run_id": run.id, "workflow": run.workflow_name,
                                      "seq": cp.seq, "created_at": cp.created_at,
                                      "step": cp.step, "next_step": cp.next_step,
-                                     "status": run.status})
+                                     "status": seen(store, run).status})
         finally:
             store.close()
         if json_out:

@@ -86,7 +86,7 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
             ("METADATA",) if tagged else ())
         table = [header]
         for r in rows:
-            mark = " ▲" if r.status == "waiting" else ""
+            mark = " ▲" if shown[r.id] == "waiting" else ""
             tags = (" ".join(f"{k}={v}" for k, v in run_metadata(r).items()),) if tagged else ()
             table.append((r.id, r.workflow_name, shown[r.id] + mark, r.current_step or "-",
                           _age(now - r.created_at), str(r.input_tokens + r.output_tokens),
@@ -105,24 +105,21 @@ def runs_command(status: str | None, workflow: str | None, limit: int, fmt: str,
 
 
 def show_command(run_id: str, fmt: str) -> int:
-    from podium.app.history import folded
     from podium.app.home import open_store
 
     def body() -> int:
-        from podium.app.owners import liveness
-        from podium.app.spend import run_spend, spend_json
+        from podium.app.history import event_json, run_view
+        from podium.app.spend import spend_json
         from podium.events.sinks.console import parsed_first
 
         store = open_store(verify=False)
         try:
-            run = store.find_run(run_id)
-            events = store.events(run.id)
-            gates = store.gates(run_id=run.id, status="open")
-            live = liveness(store, run)
-            spent = run_spend(store, run.id, events)
+            view = run_view(store, run_id)  # the one model of a run every surface reads
         finally:
             store.close()
-        state = folded(events)
+        run, live, gates, state, spent = (view.run, view.status, view.gates, view.state,
+                                          view.spend)
+        failed = None if view.failed_step is None else event_json(view.failed_step)
         # what it spent, per agent: every model call it and its sub-workflows made
         per_step = {name: s.as_json() for name, s in spent.by_agent.items()}
         if fmt == "json":
@@ -135,7 +132,7 @@ def show_command(run_id: str, fmt: str) -> int:
                 "cost_per_agent": per_step,
                 "spend": spend_json(spent),
                 "open_gates": [g.__dict__ for g in gates],
-                "failed_step": _failed_step(events) if run.error else None,
+                "failed_step": failed,
             }, indent=2, default=str) + "\n")
             return exitcodes.OK
         w = sys.stdout.write
@@ -186,7 +183,6 @@ def show_command(run_id: str, fmt: str) -> int:
             w(f"waiting at gate '{g.step}' ({g.kind}): podium gate answer {run.id} VALUE\n")
         if run.output is not None:
             w("output: " + json.dumps(run.output, indent=2, ensure_ascii=False) + "\n")
-        failed = _failed_step(events) if run.error else None
         if failed is not None:
             w(f"failed at: step '{failed['step']}' ({failed['step_type']}, iteration "
               f"{failed['iteration']}, {failed.get('error_type', 'error')})\n")
@@ -198,17 +194,6 @@ def show_command(run_id: str, fmt: str) -> int:
         return exitcodes.OK
 
     return _guard(body)
-
-
-def _failed_step(events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's last top-level step_failed event: the step its error came from."""
-    for e in reversed(events):
-        if e["type"] == "step_failed" and not e.get("group"):
-            found: dict[str, Any] = e
-            return found
-        if e["type"] in ("step_finished", "run_started"):
-            return None
-    return None
 
 
 def _tail(value: Any, lines: int = 5) -> str:

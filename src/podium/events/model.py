@@ -166,6 +166,10 @@ class ModelExchange(Event):
     # and finish_reason; None when the answer took one request (the fields above are it).
     # The tokens and cost above are their sum, with the failed attempts a retry paid for.
     requests: list[dict[str, Any]] | None = None
+    # the call failed (a provider error, retries spent): no answer came, but the tokens above
+    # were paid for (a tool loop's requests before the failure, failed attempts that still
+    # reported usage); replay serves no answer from it
+    failed: bool = False
 
 
 class ModelDelta(Event):

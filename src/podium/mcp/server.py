@@ -92,9 +92,9 @@ def input_schema(wf: WorkflowFile) -> dict[str, Any]:
 
 
 def _waiting(store: RunStore, run_id: str) -> dict[str, Any]:
-    from podium.app.runs import family
+    from podium.app.family import open_gates
 
-    gates = [g for rid in family(store, run_id) for g in store.gates(run_id=rid, status="open")]
+    gates = open_gates(store, run_id)
     out: dict[str, Any] = {"status": "waiting", "run_id": run_id, "how": HOW}
     if gates:
         g = gates[-1]
@@ -161,12 +161,12 @@ def answer(run_id: str, value: str, text: str | None, home: Path | None) -> dict
 
 def status(run_id: str, home: Path | None) -> dict[str, Any]:
     from podium.app.home import open_store
-    from podium.app.owners import liveness
+    from podium.app.owners import seen
 
     store = open_store(home=home)
     try:
         run = store.find_run(run_id)
-        now = liveness(store, run).status
+        now = seen(store, run).status
         if now == "waiting":
             out = _waiting(store, run.id)
         else:

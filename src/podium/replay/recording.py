@@ -82,7 +82,7 @@ def recording_from_events(events: list[dict[str, Any]],
         t = e["type"]
         if t == "guidance_added":
             rec.guidance.append((int(e.get("seq", 0)), str(e.get("text", ""))))
-        elif t == "model_exchange":
+        elif t == "model_exchange" and not e.get("failed"):  # a failed call had no answer
             exchanges[(call_key(e["step"], e.get("call")), int(e["iteration"]))].append(e)
         elif t == "prompt_rendered":
             rec.prompts[(call_key(e["step"], e.get("call")), int(e["iteration"]))] = e

@@ -381,6 +381,19 @@ def exchange(run: RunServices, reply: Reply, this: Usage, request: dict[str, Any
                          **where)
 
 
+def failed_exchange(run: RunServices, lost: Usage, request: dict[str, Any],
+                    **where: Any) -> ModelExchange | None:
+    """The `model_exchange` of a call that failed having spent tokens (`lost`): what it paid
+    for has no other event, and what a run spent is the sum of these (events/spend.py)."""
+    if not (lost.input_tokens or lost.output_tokens):
+        return None
+    return ModelExchange(request=request if run.options.record else {}, response_text="",
+                         input_tokens=lost.input_tokens, output_tokens=lost.output_tokens,
+                         cached_tokens=lost.cached_tokens,
+                         cost_usd=lost.cost_usd if lost.priced else None, group=run.group,
+                         failed=True, finish_reason="error", **where)
+
+
 def execute_agent(call: StepCall) -> StepOutcome:
     step = call.step
     assert isinstance(step, AgentStep)
@@ -462,7 +475,9 @@ def _send(call: StepCall, plan: _Plan, session: Session, message: str,
         try:
             reply = retrier.call(partial(session.send, message), "model call")
         except ProviderError as exc:
-            cost = _attach_spend(call, req, exc, before[1], retrier.failed_spend).cost_usd
+            lost = _attach_spend(call, req, exc, before[1], retrier.failed_spend)
+            cost = lost.cost_usd
+            _emit_failed(call, req, lost, message, len(before[0]) // 2 + 1)
             raise
         this = Usage(model=req.model)
         for spent in (*retrier.failed_spend, *(reply.calls or (reply,))):
@@ -472,6 +487,18 @@ def _send(call: StepCall, plan: _Plan, session: Session, message: str,
     finally:
         call.run.budget.settle(held, cost)
     return reply, this
+
+
+def _emit_failed(call: StepCall, req: AgentRequest, lost: Usage, message: str,
+                 attempt: int) -> None:
+    """The failed call's own `model_exchange`, when it spent tokens (failed_exchange)."""
+    run = call.run
+    event = failed_exchange(run, lost, {"message": message, "system": req.system_prompt,
+                                        "schema": req.output_schema, "tools": req.tools},
+                            step=req.step, iteration=req.iteration, attempt=attempt,
+                            provider=req.provider, model=req.model, call=req.call)
+    if event is not None:
+        run.bus.emit(event)
 
 
 def _attach_spend(call: StepCall, req: AgentRequest, exc: ProviderError, usage: Usage,

@@ -30,6 +30,7 @@ from podium.steps.agent import (
     _timeout,
     _usage,
     exchange,
+    failed_exchange,
     reply_facts,
     reserve,
 )
@@ -228,6 +229,13 @@ class SideSession:
                 self.retrier.failed_spend.clear()
                 agent.spend.add(self.part, lost)
                 cost = lost.cost_usd
+                event = failed_exchange(run, lost, {
+                    "message": text, "system": req.system_prompt,
+                    "schema": req.output_schema, "tools": []}, step=req.step,
+                    iteration=req.iteration, attempt=self.sent + 1, provider=req.provider,
+                    model=req.model, call=req.call)
+                if event is not None:
+                    run.bus.emit(event)
                 raise
             this = Usage(model=req.model)
             for spent in (*self.retrier.failed_spend, *(reply.calls or (reply,))):

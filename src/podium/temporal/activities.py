@@ -212,7 +212,7 @@ def stop_commands(run_id: str) -> None:
 
     import psutil
 
-    from podium.app.runs import family
+    from podium.app.family import family
     from podium.tools.processes import RUN_ID_VARIABLE
 
     store = _store()
@@ -234,7 +234,7 @@ def park_run(run_id: str) -> dict[str, Any]:
     """A member of the run's group waits at a gate (its sub-workflow's): the run waits, as a
     local run parks then (run_finished waiting, exit 5), until the gate is answered."""
     from podium import exitcodes
-    from podium.app.runs import family
+    from podium.app.family import family
     from podium.clock import SystemClock
     from podium.events.bus import EventBus
     from podium.events.model import RunFinished

@@ -55,8 +55,8 @@ class _Located:
         return self.text
 
 
-def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any],
-             elapsed: float) -> Outcome:
+def _outcome(store: RunStore, run_id: str, events: list[dict[str, Any]],
+             finished: dict[str, Any], elapsed: float) -> Outcome:
     from podium.app.history import folded, usage_of
     from podium.errors import RunError
 
@@ -71,7 +71,8 @@ def _outcome(run_id: str, events: list[dict[str, Any]], finished: dict[str, Any]
                    finished.get("output"), finished.get("terminal"),
                    finished.get("message") if finished["status"] == "waiting"
                    else finished.get("reason"), error, [r.step for r in state.records],
-                   elapsed, int(finished.get("iterations") or 0), usage_of(events))
+                   elapsed, int(finished.get("iterations") or 0),
+                   usage_of(store, run_id, events))  # its sub-workflow runs' calls too
 
 
 def _lost_touch(result: asyncio.Future[Any]) -> bool:
@@ -174,7 +175,7 @@ async def _start(store: RunStore, start: StartRequest, opts: LaunchOptions,
                          f"recording how the run ended (terminated?); the run is marked "
                          f"{status}\n")
         return 3, None
-    return int(finished["exit_code"]), _outcome(run_id, store.events(run_id), finished,
+    return int(finished["exit_code"]), _outcome(store, run_id, store.events(run_id), finished,
                                                 elapsed)
 
 

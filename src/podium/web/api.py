@@ -204,7 +204,7 @@ def graph_for(c: Console, run_id: str) -> dict[str, Any] | None:
     except OSError:
         return {"source": "events", "warning": f"the workflow file is gone ({path}); the "
                 "graph shows only what the run did",
-                "graph": layout(*graph_of_events(c.reader.events(run_id)))}
+                "graph": layout(*graph_of_events(c.reader.history(run_id)))}
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if digest != row["workflow_hash"]:
         warning = "the workflow file changed since this run started; the graph shows it as it is now"
@@ -219,7 +219,7 @@ def graph_for(c: Console, run_id: str) -> dict[str, Any] | None:
                 c._graphs.popitem(last=False)
     if cached.get("graph") is None:
         return {"source": "events", "warning": cached.get("warning"),
-                "graph": layout(*graph_of_events(c.reader.events(run_id)))}
+                "graph": layout(*graph_of_events(c.reader.history(run_id)))}
     return {"source": "workflow", "warning": warning, "graph": cached["graph"]}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium.check.graph import RouteGraph
 from podium.language.model import (
@@ -26,6 +26,9 @@ from podium.language.model import (
     WorkflowFile,
     WorkflowStep,
 )
+
+if TYPE_CHECKING:
+    from podium.events.model import Event
 
 NODE_W = 176.0
 NODE_H = 54.0
@@ -181,28 +184,26 @@ def graph_of_workflow(wf: WorkflowFile) -> tuple[list[GNode], list[GEdge]]:
     return nodes, [e for e in edges if e.src in names and e.dst in names]
 
 
-def graph_of_events(events: list[dict[str, Any]]) -> tuple[list[GNode], list[GEdge]]:
-    """A graph from what a run did, for a run whose workflow file is gone or unreadable:
-    the steps it started and the routes it took."""
+def graph_of_events(events: list[Event]) -> tuple[list[GNode], list[GEdge]]:
+    """A graph from what a run did (its typed history, app/history.py), for a run whose
+    workflow file is gone or unreadable: the steps it started and the routes it took."""
+    from podium.events.model import RouteTaken, RunStarted, StepStarted
+
     nodes = [GNode(START, "start", "start", PILL_W, PILL_H)]
     seen: dict[str, GNode] = {}
     edges: dict[tuple[str, str, int], GEdge] = {}
     entry = None
     for e in events:
-        t = e.get("type")
-        if t == "run_started" and entry is None:
-            entry = str(e.get("entry_point"))
-        elif t == "step_started" and not e.get("group"):
-            name = str(e["step"])
-            if name not in seen:
-                seen[name] = GNode(name, name, str(e.get("step_type", "agent")))
-                nodes.append(seen[name])
-        elif t == "route_taken":
-            key = (str(e["from_step"]), str(e["to_step"]), int(e.get("route_index", 0)))
-            cond = e.get("condition")
-            title = condition_text(cond) if cond else ""
-            edges.setdefault(key, GEdge(key[0], key[1], str(e.get("kind", "when")), key[2],
-                                        _short(title), title))
+        if isinstance(e, RunStarted) and entry is None:
+            entry = e.entry_point
+        elif isinstance(e, StepStarted) and not e.group:
+            if e.step not in seen:
+                seen[e.step] = GNode(e.step, e.step, e.step_type)
+                nodes.append(seen[e.step])
+        elif isinstance(e, RouteTaken):
+            key = (e.from_step, e.to_step, e.route_index)
+            title = condition_text(e.condition) if e.condition else ""
+            edges.setdefault(key, GEdge(key[0], key[1], e.kind, key[2], _short(title), title))
     if entry is not None and entry in seen:
         edges[(START, entry, 0)] = GEdge(START, entry, "start", 0)
     if any(k[1] == END for k in edges):

@@ -4,14 +4,16 @@ No SQL and no rule about runs here."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium.app import catalog as views
 from podium.app.catalog import source_of as store_source
 from podium.web.markdown import render as render_markdown
 from podium.web.markdown import with_prompt_html
+
+if TYPE_CHECKING:
+    from podium.events.model import Event
 
 STATUS_FILTERS = views.STATUS_FILTERS
 __all__ = ["STATUS_FILTERS", "Reader", "store_source"]
@@ -64,14 +66,9 @@ class Reader:
     def streaming(self, run_id: str) -> dict[str, dict[str, Any]]:
         return views.streaming(self.catalog, run_id)
 
-    def events(self, run_id: str, after: int = 0, limit: int = 100_000) -> list[dict[str, Any]]:
-        out = []
-        for _, text in self.catalog.event_texts(run_id, after, limit):
-            try:
-                out.append(json.loads(text))
-            except ValueError:
-                continue
-        return out
+    def history(self, run_id: str, after: int = 0) -> list[Event]:
+        """The run's committed events after `after`, typed (app/history.py's union)."""
+        return self.catalog.history(run_id, after)
 
     def events_text(self, run_id: str, after: int = 0,
                     limit: int = 100_000) -> list[tuple[int, str]]:
