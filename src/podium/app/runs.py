@@ -36,7 +36,7 @@ from podium.language.model import END, WorkflowFile
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, RunResult
+    from podium.engine.run import Engine, RunConfig, RunResult
     from podium.store.base import RunStore
 
 
@@ -190,12 +190,19 @@ def _resume_owned(store: RunStore, run: RunRecord, req: ResumeRequest,
 
 def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
                    observers: list[Any], *, withdraw: bool = True,
-                   loaded: dict[str, WorkflowFile] | None = None
+                   loaded: dict[str, WorkflowFile] | None = None,
+                   config: RunConfig | None = None, jsonl: bool = True
                    ) -> tuple[Engine, str | None]:
     """The engine of a stored run as its last commit left it (or as it stood before
     `req.from_step`), and the node it goes on at: what resume runs, and what a Temporal
     worker advances one node at a time. `withdraw`: a gate nobody answered is asked again.
-    `loaded`: workflows already loaded and checked, by path and hash (a worker's)."""
+    `loaded`: workflows already loaded and checked, by path and hash (a worker's).
+    `config`: how the caller advances it (a worker's stepping and deadline); `jsonl`: the
+    run's own JSONL copy is appended to (a worker keeps none)."""
+    import dataclasses
+
+    from podium.engine.run import RunConfig
+
     path, wf = _workflow_of(run, req, loaded)
     events = store.events(run.id)
     last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
@@ -216,37 +223,41 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
                          req.events, req.json_out, observers=observers,
                          interactive=req.interactive,
                          workspace_instructions=kept.get("workspace"),
-                         cli_instructions=kept.get("cli"))
+                         cli_instructions=kept.get("cli"), run_log=jsonl)
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
     from podium.engine.history import parked_dialog, stored_spend, unfinished_group
+    from podium.events.redact import restore_secrets, secret_values
 
     if withdraw:
         store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as it goes on
 
-    engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
-                         start_seq=last_seq)
-    from podium.app.secrets import restore
-
-    engine.services.guidance = [str(t) for t in restore(  # as the run took them in
-        [e.get("text", "") for e in events if e["type"] == "guidance_added"],
-        engine.bus.redactor)]
-    check_providers(engine)
-    fetch_plugin_sources(engine)
-    # every model call the run made counts, those of a step it runs again too: they were paid
-    engine.restore_spend(stored_spend(store, run.id, events))
+    values = secret_values(wf)
+    carried: dict[str, dict[str, dict[str, Any]]] = {}
+    dialogs: dict[tuple[str, int], dict[str, Any]] = {}
     if req.from_step is None:  # members of an interrupted group that finished stay done
         inside = unfinished_group(events)
         if inside is not None and inside[0] == start:
-            engine.carried[inside[0]] = inside[1]
+            carried[inside[0]] = inside[1]
         # (with no checkpoint yet, every event after run_started belongs to this attempt)
         after = state_seq if state_seq is not None else 0
         dialog = parked_dialog(events, after, start) if start is not None else None
         if start is not None and dialog is not None:  # it goes on in the dialog it parked in
             dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
                                                        f"resume run {run.id}")["o"]}
-            engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
+            dialogs[(start, int(dialog["iteration"]))] = dialog
+    config = dataclasses.replace(
+        config or RunConfig(), carried=carried, carried_dialogs=dialogs,
+        guidance=tuple(str(t) for t in restore_secrets(  # as the run took them in
+            [e.get("text", "") for e in events if e["type"] == "guidance_added"],
+            set(values), values)),
+        # every model call the run made counts, those of a step it runs again too: paid
+        spent=stored_spend(store, run.id, events))
+    engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
+                         start_seq=last_seq, config=config)
+    check_providers(engine)
+    fetch_plugin_sources(engine)
     return engine, start
 
 

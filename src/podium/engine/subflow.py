@@ -144,7 +144,7 @@ def _total(rows: dict[str, Usage]) -> Usage | None:
 
 
 def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
-    from podium.engine.run import ChildParked, Engine
+    from podium.engine.run import ChildParked, Engine, Hooks, Persistence, RunConfig
 
     step = call.step
     assert isinstance(step, WorkflowStep)
@@ -167,16 +167,39 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
                            details={"child_run_id": existing.run_id, "reused": True})
     inputs = (existing.state.inputs if existing is not None and existing.state is not None
               else _inputs(call, parent, step, child_wf))
+    parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
+    park = None
+    if parent.parker is not None:
+        outer = parent.parker
+
+        def park(request: GateRequest) -> None:
+            parked.append(request)
+            outer(request)
+
+    hooks = parent.config.hooks.child(step.name, it, slot) \
+        if parent.config.hooks.child is not None else None
+    dialogs: dict[tuple[str, int], dict[str, Any]] = {}
+    if existing is not None:
+        from podium.engine.history import parked_dialog
+
+        first = existing.start or child_wf.workflow.entry_point
+        dialog = parked_dialog(existing.tail, 0, first)
+        if dialog is not None:  # its agent goes on in the dialog it parked in
+            dialogs[(first, int(dialog["iteration"]))] = dialog
+    config = RunConfig(
+        persistence=Persistence(parent.store, parent.checkpoints, park),
+        hooks=hooks or Hooks(), outer_deadline=parent.services.deadline,
+        depth=parent.depth + 1, owns_providers=False, cancel=parent.services.cancel,
+        subworkflow_cache=parent.subworkflow_cache, carried_dialogs=dialogs,
+        spent=existing.spent if existing is not None else None)
     try:
         child = Engine(child_wf, path, inputs=inputs, providers=parent.services.providers,
                        answerer=parent.services.answerer, options=parent.options,
                        clock=parent.clock, run_id=existing.run_id if existing else None,
                        state=existing.state if existing else None,
-                       start_seq=existing.start_seq if existing else 0)
+                       start_seq=existing.start_seq if existing else 0, config=config)
     except UsageError as exc:  # a secret it declares that podium cannot redact (too short)
         raise StepError(f"{path.name}: {exc}", step=step.name, iteration=it) from None
-    child.depth = parent.depth + 1
-    child.owns_providers = False
     child.bus.parent_run_id = parent.run_id
     # a sub-workflow inherits its parent's secrets, and its own count for its parent too
     parent.bus.redactor.add(child.bus.redactor.secrets)
@@ -185,31 +208,10 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         child.bus.add(sink)
     for committer in parent.bus.committers:
         child.bus.add_committer(committer)
-    child.store = parent.store
-    child.checkpoints = parent.checkpoints
-    parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
-    if parent.parker is not None:
-        outer = parent.parker
-
-        def park(request: GateRequest) -> None:
-            parked.append(request)
-            outer(request)
-
-        child.parker = park
-    child.services.cancel = parent.services.cancel
-    child.outer_deadline = parent.services.deadline
     child.services.budget.attach(parent.services.budget)  # its calls reserve in both budgets
-    child.subworkflow_cache = parent.subworkflow_cache
-    if parent.child_hook is not None:
-        parent.child_hook(child, step.name, it, slot)
+    if hooks is not None and hooks.attach is not None:
+        hooks.attach(child)
     if existing is not None:
-        child.restore_spend(existing.spent)
-        from podium.engine.history import parked_dialog
-
-        first = existing.start or child_wf.workflow.entry_point
-        dialog = parked_dialog(existing.tail, 0, first)
-        if dialog is not None:  # its agent goes on in the dialog it parked in
-            child.services.carried_dialogs[(first, int(dialog["iteration"]))] = dialog
         if parent.store is not None:
             # a gate it parked at and nobody answered is asked again (and re-opened) below
             parent.store.withdraw_gates(existing.run_id)
