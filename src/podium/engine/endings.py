@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from podium.engine.routing import choose_route
-from podium.engine.run import RunResult, RunStatus
+from podium.engine.run import Next, RunResult, RunStatus
 from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, TemplateError
 from podium.events.model import RunFinished
 from podium.language.model import END, ForEachGroup, ParallelGroup, Route, StepBase, TerminateStep
@@ -20,7 +20,7 @@ from podium.steps.base import StepOutcome, Termination
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, HandOut, Next
+    from podium.engine.run import Engine, HandOut
     from podium.gates.base import GateRequest
     from podium.steps.budget import BudgetReport
 

@@ -5,6 +5,7 @@ is engine logic and lives here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from podium.steps.state import RunState, StepRecord
@@ -12,7 +13,7 @@ from podium.steps.state import RunState, StepRecord
 if TYPE_CHECKING:
     from podium.events.spend import RunSpend
     from podium.steps.base import Usage
-    from podium.store.base import RunStore
+    from podium.store.base import Checkpoint, RunStore
 
 _GROUP_TYPES = ("parallel", "for_each")
 
@@ -152,3 +153,51 @@ def parked_dialog(events: list[dict[str, Any]], seq: int, step: str) -> dict[str
         elif e["type"] in ("dialog_finished", "step_finished", "step_failed"):
             found = None
     return found
+
+
+@dataclass
+class Restart:
+    """Where a stored run goes on, folded from its committed events: the state its last
+    commit left (or the state before `before_seq`), the node it goes on at (None: its entry
+    point, nothing was committed), the seq that state stands at, the members of the group it
+    was inside that already finished or failed (by group, then label: engine/groups.py
+    reuses them), and the dialog its agent parked in (steps/agent_checks.py goes on in it)."""
+
+    state: RunState
+    start: str | None
+    state_seq: int | None
+    carried: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    dialog: dict[str, Any] | None = None
+
+
+def restart_of(events: list[dict[str, Any]], checkpoint: Checkpoint | None, *,
+               inputs: dict[str, Any], entry_point: str, default_max: int = 10,
+               before: tuple[str, int] | None = None) -> Restart:
+    """The one resume fold, for a top-level run (app/runs.py) and a sub-workflow's child
+    (engine/subflow.py) alike. `inputs`: the run's recorded inputs (a run that committed
+    nothing starts afresh with them); `before`: (step, seq) to go on at `step` as the run
+    stood before its step_started at `seq` (resume --from), with nothing carried over."""
+    if before is not None:
+        step, seq = before
+        return Restart(fold_events(events, upto_seq=seq - 1, default_max=default_max), step,
+                       seq - 1)
+    if checkpoint is not None:
+        state = fold_events(events, upto_seq=checkpoint.seq, default_max=default_max)
+        start: str | None = checkpoint.next_step or checkpoint.step
+        state_seq: int | None = checkpoint.seq
+    else:  # nothing was committed: start afresh (keeping only the run's start)
+        state = fold_events([e for e in events if e["type"] == "run_started"][:1],
+                            default_max=default_max)
+        state.inputs = dict(inputs)
+        start, state_seq = None, None
+    granted = granted_after(events, state_seq or 0)  # given before the step it allows
+    if granted is not None:
+        state.max_iterations = max(state.max_iterations, granted)
+    restart = Restart(state, start, state_seq)
+    at = start or entry_point
+    inside = unfinished_group(events)
+    if inside is not None and inside[0] == at:  # members that finished stay done
+        restart.carried[inside[0]] = inside[1]
+    # (with no checkpoint yet, every event after run_started belongs to this attempt)
+    restart.dialog = parked_dialog(events, state_seq or 0, at)
+    return restart

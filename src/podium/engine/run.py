@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from podium import __version__
 from podium.clock import Clock, SystemClock
+from podium.engine.children import ChildRuns
 from podium.engine.routing import choose_route
 from podium.errors import (
     Interrupted,
@@ -138,6 +139,8 @@ class Persistence:
     # opens a parked gate in the store; None: an unanswerable gate fails the run
     parker: Callable[[GateRequest], None] | None = None
     park_limits: bool = True  # False: an exhausted max_iterations fails, never parks
+    # its sub-workflows' child runs (None: kept in `store`, engine/children.py)
+    children: ChildRuns | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,13 @@ class Engine:
         self.executors.update(config.executors or {})
         self.subworkflow_cache: dict[Path, WorkflowFile] = (
             {} if config.subworkflow_cache is None else config.subworkflow_cache)
+        kept = config.persistence
+        if kept.children is None and kept.store is not None:
+            from podium.engine.children import StoredChildRuns
+
+            self.children: ChildRuns | None = StoredChildRuns(kept.store)
+        else:
+            self.children = kept.children
 
     # the parts of the config the loop and the group code read, by their simple names
     @property
