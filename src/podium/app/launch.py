@@ -139,7 +139,7 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
                                        workspace_instructions=opts.workspace_instructions,
                                        cli_instructions=opts.cli_instructions),
                     run_id=run_id, state=state, start_seq=start_seq, config=config)
-    answerers.append(StoreAnswerer(store))
+    answerers.append(StoreAnswerer(store, engine.bus.redactor))
     if scripted is not None:
         answerers.append(scripted)
     if opts.skip_gates:

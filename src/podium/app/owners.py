@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from podium.store.base import Lease, Owner, RunRecord, RunStore
+from podium.store.base import Lease, Leases, Owner, RunRecord
 
 HEARTBEAT = 5.0  # seconds between an owner's heartbeats
 STALE = 30.0  # a heartbeat older than this means the owner is gone
@@ -131,7 +131,7 @@ def resume_hint(run_id: str) -> str:
 class Ownership:
     """A lease held for the life of a `with` block, its heartbeat renewed by a thread."""
 
-    def __init__(self, store: RunStore, run_id: str, command: str) -> None:
+    def __init__(self, store: Leases, run_id: str, command: str) -> None:
         self.store = store
         self.run_id = run_id
         self.owner = this_process(command)
@@ -170,7 +170,7 @@ class Ownership:
 
 
 @contextlib.contextmanager
-def owning(store: RunStore, run_id: str, command: str) -> Iterator[Ownership]:
+def owning(store: Leases, run_id: str, command: str) -> Iterator[Ownership]:
     """Hold the run's lease (RunOwned when a live process holds it) while the block runs."""
     ownership = Ownership(store, run_id, command).acquire()
     try:

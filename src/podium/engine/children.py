@@ -8,10 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from podium.store.base import GateBook, RunCatalog, RunLog
+
 if TYPE_CHECKING:
     from podium.engine.history import Restart
     from podium.events.spend import RunSpend
-    from podium.store.base import RunRecord, RunStore
+    from podium.store.base import RunRecord
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,16 @@ class ChildRuns(Protocol):
         ...
 
 
+class ChildStore(RunCatalog, RunLog, GateBook, Protocol):
+    """The store roles child runs use: the catalog finds and reads them, the log records
+    a new one, the gate book withdraws a resumed one's open gate."""
+
+
 class StoredChildRuns:
     """ChildRuns over the run store: the catalog finds them, the engine's one resume fold
     (engine/history.py `restart_of`) says where they go on."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: ChildStore) -> None:
         self.store = store
 
     def find(self, parent_run_id: str, slot: ChildSlot, entry_point: str) -> ChildRun | None:

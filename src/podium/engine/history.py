@@ -13,7 +13,7 @@ from podium.steps.state import RunState, StepRecord
 if TYPE_CHECKING:
     from podium.events.spend import RunSpend
     from podium.steps.base import Usage
-    from podium.store.base import Checkpoint, RunStore
+    from podium.store.base import Checkpoint, RunCatalog
 
 _GROUP_TYPES = ("parallel", "for_each")
 
@@ -96,7 +96,7 @@ def last_start_of(events: list[dict[str, Any]], step: str) -> int | None:
     return found
 
 
-def stored_spend(store: RunStore, run_id: str,
+def stored_spend(store: RunCatalog, run_id: str,
                  events: list[dict[str, Any]] | None = None) -> RunSpend:
     """What a stored run spent: the fold of its model calls and of its sub-workflow runs'
     (events/spend.py); `events` when the caller has read them already."""
