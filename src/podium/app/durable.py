@@ -116,6 +116,6 @@ def committed_member(store: RunStore, run_id: str, group: str, label: str
     step_failed (a retried member whose worker died after that: it does not run twice)."""
     from podium.engine.history import unfinished_group
 
-    inside = unfinished_group(store.events(run_id))
+    inside = unfinished_group(store.history(run_id))
     done = inside[1] if inside is not None and inside[0] == group else {}
     return done.get(label)

@@ -38,6 +38,7 @@ from podium.store.base import GateRecord, RunRecord, RunStore
 if TYPE_CHECKING:
     from podium.engine.history import Restart
     from podium.engine.run import Engine, RunConfig, RunResult
+    from podium.events.model import Event
     from podium.store.base import RunStore
 
 
@@ -203,10 +204,11 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     import dataclasses
 
     from podium.engine.run import RunConfig
+    from podium.events.model import GuidanceAdded, RunStarted
 
     path, wf = _workflow_of(run, req, loaded)
-    events = store.events(run.id)
-    last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
+    events = store.history(run.id)  # typed: the engine's resume fold reads them
+    last_seq = max((e.seq for e in events), default=run.last_seq)
     restart = _restart_point(store, run, wf, events, req.from_step)
     state, start = restart.state, restart.start
     # the store holds `<secret:NAME>` where a secret was: the run goes on with the values
@@ -219,8 +221,9 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
     if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
         store.change_run_options(run.id, lambda options: {**options, "skip_gates": skip})
-    first = next((e for e in events if e["type"] == "run_started"), {})
-    kept = first.get("instructions") or {}  # the run's first prompts had these: so do the next
+    first = next((e for e in events if isinstance(e, RunStarted)), None)
+    # the run's first prompts had these: so do the next
+    kept = (first.instructions if first is not None else None) or {}
     opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),
                          req.events, req.json_out, observers=observers,
                          interactive=req.interactive,
@@ -245,7 +248,7 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     config = dataclasses.replace(
         config or RunConfig(), carried=restart.carried, carried_dialogs=dialogs,
         guidance=tuple(str(t) for t in restore_secrets(  # as the run took them in
-            [e.get("text", "") for e in events if e["type"] == "guidance_added"],
+            [e.text for e in events if isinstance(e, GuidanceAdded)],
             set(values), values)),
         # every model call the run made counts, those of a step it runs again too: paid
         spent=stored_spend(store, run.id, events))
@@ -282,7 +285,7 @@ def _workflow_of(run: RunRecord, req: ResumeRequest, loaded: dict[str, WorkflowF
 
 
 def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
-                   events: list[dict[str, Any]], from_step: str | None) -> Restart:
+                   events: list[Event], from_step: str | None) -> Restart:
     """Where the run goes on (the engine's fold of its committed events, engine/history.py),
     refused when the workflow has no such step (any more) or the step never ran."""
     from podium.engine.history import last_start_of, restart_of

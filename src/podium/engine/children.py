@@ -75,9 +75,9 @@ class StoredChildRuns:
             if (opts.get("parent_step"), opts.get("parent_iteration"), opts.get("slot")) != \
                     (slot.step, slot.iteration, slot.slot):
                 continue
-            events = store.events(run.id)
+            events = store.history(run.id)  # typed: the engine's resume fold reads them
             spent = stored_spend(store, run.id, events)
-            last = max((int(e["seq"]) for e in events), default=0)
+            last = max((e.seq for e in events), default=0)
             if run.status == "success":
                 return ChildRun(run.id, run.status, run.output, None, last, spent)
             restart = restart_of(events, store.latest_checkpoint(run.id), inputs=run.inputs,
