@@ -143,3 +143,63 @@ def test_the_local_loop_and_a_temporal_activity_call_the_same_advance(
         assert advance_stored.__module__ == "podium.app.durable"
     finally:
         store.close()
+
+
+CHILD = """
+workflow: {name: child, entry_point: x, input: {n: {type: number}}}
+agents:
+  - {name: x, type: set, value: "{{ workflow.input.n + 1 }}", output_type: integer,
+     routes: [{to: $end}]}
+output: {n: "{{ x.output }}"}
+"""
+
+PARENT = """
+workflow: {name: parent, entry_point: sub}
+agents:
+  - {name: sub, type: workflow, workflow: child.yaml, input_mapping: {n: 41},
+     routes: [{to: $end}]}
+output: {n: "{{ sub.output.n }}"}
+"""
+
+
+class _Children:
+    """A ChildRuns that keeps what it is told (the port's whole surface, engine/children.py)."""
+
+    def __init__(self) -> None:
+        self.started: list[RunRecord] = []
+        self.asked: list[tuple[str, Any, str]] = []
+        self.resumed: list[str] = []
+
+    def find(self, parent_run_id: str, slot: Any, entry_point: str) -> None:
+        self.asked.append((parent_run_id, slot, entry_point))
+
+    def start(self, record: RunRecord) -> None:
+        self.started.append(record)
+
+    def resume(self, run_id: str) -> None:
+        self.resumed.append(run_id)
+
+
+def test_a_sub_workflow_reaches_its_child_runs_through_the_port(tmp_path: Path) -> None:
+    from podium.engine.children import ChildRuns, ChildSlot
+    from podium.gates.base import ChainAnswerer
+    from podium.providers.base import ProviderRegistry
+
+    write(tmp_path, CHILD, "child.yaml")
+    path = write(tmp_path, PARENT)
+    loaded = load_workflow(path)
+    assert loaded.model is not None
+    children = _Children()
+    port: ChildRuns = children
+    engine = Engine(loaded.model, path, inputs={}, providers=ProviderRegistry(),
+                    answerer=ChainAnswerer([]), run_id="p1",
+                    config=RunConfig(persistence=Persistence(children=port)))
+    result = engine.run()
+    assert result.status == "success", result.error
+    assert result.output == {"n": 42}
+    assert children.asked == [("p1", ChildSlot("sub", 1, "sub"), "x")]
+    (record,) = children.started
+    assert record.parent_run_id == "p1"
+    assert record.inputs == {"n": 41}
+    assert record.options == {"parent_step": "sub", "parent_iteration": 1, "slot": "sub"}
+    assert children.resumed == []
