@@ -1,8 +1,8 @@
 """Running a workflow against a recording instead of the outside world.
 
-`attach_replay` makes an engine answer every non-deterministic input from a recording (model
-replies, script results, gate answers, limit grants, waits, MCP results) and compare each
-decision with the recorded trajectory: the first difference stops the run with a `Divergence`
+`replay_hooks` gives the Hooks (engine/run.py) that make an engine, built with them, answer
+every non-deterministic input from a recording (model replies, script results, gate answers,
+limit grants, waits, MCP results) and compare each decision with the recorded trajectory: the first difference stops the run with a `Divergence`
 that says where and why. With `live_from`, the engine switches to its own live providers,
 executors and answerers when it reaches that step (a fork).
 
