@@ -36,19 +36,20 @@ agents:
 
 def _engine(path: Path, store: object | None) -> object:
     from podium.check.validate import validate_file
-    from podium.engine.run import Engine
+    from podium.engine.run import Engine, Persistence, RunConfig
     from podium.events.sinks.jsonl import MemorySink
     from podium.gates.base import ChainAnswerer
     from podium.providers.base import ProviderRegistry
 
     wf = validate_file(path).model
     assert wf is not None
+    # a checkpoint after every step (the step's commit point), as make_engine wires a kept run
     engine = Engine(wf, path, inputs={}, providers=ProviderRegistry(),
-                    answerer=ChainAnswerer([]))
+                    answerer=ChainAnswerer([]),
+                    config=RunConfig(persistence=Persistence(checkpoints=store is not None)))
     engine.bus.add(MemorySink())
     if store is not None:  # wired as app/launch.py's make_engine wires it
         engine.bus.add_committer(store)  # type: ignore[attr-defined]
-        engine.checkpoints = True  # a checkpoint after every step: the step's commit point
     return engine
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from podium.language.model import WorkflowFile
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, RunResult
+    from podium.engine.run import Engine, Hooks, RunConfig, RunResult
     from podium.events.bus import Sink
     from podium.providers.base import ProviderRegistry
     from podium.providers.scripted import ResponsesFile
@@ -42,6 +42,11 @@ class LaunchOptions:
     # --workspace-instructions / --instructions FILE texts (app/instructions.py)
     workspace_instructions: str | None = None
     cli_instructions: str | None = None
+    # what watches the run's loop (a fork's replay: app/replay.py `fork_replay`)
+    hooks: Hooks | None = None
+    # the run's own JSONL copy in the store's folder (a Temporal worker keeps none: each
+    # worker would write its part of it, numbered by its own bus)
+    run_log: bool = True
 
 
 def new_run_id() -> str:
@@ -88,8 +93,14 @@ def build_providers(wf: WorkflowFile, *, provider: str | None = None,
 
 def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: LaunchOptions,
                 store: RunStore, *, run_id: str | None = None, state: RunState | None = None,
-                start_seq: int = 0) -> Engine:
-    from podium.engine.run import Engine
+                start_seq: int = 0, config: RunConfig | None = None) -> Engine:
+    """The engine of a run kept in `store`, its RunConfig made here whole: the store commits
+    its steps, a gate nobody answers parks in it, guidance queued in it reaches its agents.
+    `config` brings what the caller knows (a resume's carried state, a worker's stepping)."""
+    import dataclasses
+
+    from podium.app.guidance import store_source
+    from podium.engine.run import Engine, Persistence, RunConfig
     from podium.gates.base import ChainAnswerer, GateAnswerer, ScriptedAnswerer, SkipGatesAnswerer
     from podium.gates.store import StoreAnswerer
     from podium.gates.terminal import TerminalAnswerer
@@ -106,6 +117,20 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
         scripted = ScriptedAnswerer(responses.gate_answers())
     interactive = (sys.stdin.isatty() if opts.interactive is None else opts.interactive) \
         and not opts.skip_gates
+    run_id = run_id or new_run_id()
+
+    def park(request: Any) -> None:
+        options = [o.model_dump(exclude_none=True) for o in request.options]
+        store.open_gate(GateRecord(0, request.run_id, request.step, request.kind,
+                                   request.prompt, options, "open", time.time()))
+
+    base = config or RunConfig()
+    config = dataclasses.replace(
+        base, persistence=Persistence(store, checkpoints=True, parker=park,
+                                      park_limits=opts.park_limits),
+        hooks=opts.hooks if opts.hooks is not None else base.hooks,
+        # guidance `podium guide` queues in the store reaches the next agent step (spec 5.4)
+        guidance_source=base.guidance_source or store_source(store, run_id))
     engine = Engine(wf, path, inputs=inputs,
                     providers=build_providers(wf, provider=opts.provider, responses=responses),
                     answerer=ChainAnswerer(answerers),
@@ -113,8 +138,8 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
                                        provider_override=opts.provider, record=opts.record,
                                        workspace_instructions=opts.workspace_instructions,
                                        cli_instructions=opts.cli_instructions),
-                    run_id=run_id, state=state, start_seq=start_seq)
-    answerers.append(StoreAnswerer(store))
+                    run_id=run_id, state=state, start_seq=start_seq, config=config)
+    answerers.append(StoreAnswerer(store, engine.bus.redactor))
     if scripted is not None:
         answerers.append(scripted)
     if opts.skip_gates:
@@ -136,7 +161,8 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
     from podium.events.sinks.jsonl import JsonlSink
 
     # every run also keeps a JSONL log of its own (appended to on resume), plus --events F
-    for log in (store.folder / "runs" / engine.run_id / "events.jsonl", opts.events):
+    own = store.folder / "runs" / engine.run_id / "events.jsonl" if opts.run_log else None
+    for log in (own, opts.events):
         if log is None:
             continue
         try:
@@ -149,20 +175,6 @@ def make_engine(wf: WorkflowFile, path: Path, inputs: dict[str, Any], opts: Laun
         traces = telemetry_settings(wf)
         if traces is not None:  # only then is OpenTelemetry imported
             _add_traces(engine, store, traces, resumed=state is not None)
-    engine.checkpoints = True
-    engine.store = store
-    from podium.app.guidance import store_source
-
-    # guidance `podium guide` queues in the store reaches the next agent step (spec 5.4)
-    engine.services.guidance_source = store_source(store, engine.run_id)
-
-    def park(request: Any) -> None:
-        options = [o.model_dump(exclude_none=True) for o in request.options]
-        store.open_gate(GateRecord(0, request.run_id, request.step, request.kind,
-                                   request.prompt, options, "open", time.time()))
-
-    engine.parker = park
-    engine.park_limits = opts.park_limits
     return engine
 
 
@@ -202,9 +214,10 @@ def _add_traces(engine: Engine, store: RunStore, traces: TelemetrySettings, *,
                              span_id=kept.get("span_id"), on_root=keep))
 
 
-def advance(engine: Engine, store: RunStore, start: str | None = None) -> RunResult:
+def advance(engine: Engine, store: RunStore, start: str | None = None, *,
+            once: bool = False) -> RunResult:
     """Run the engine (its run row exists, this process holds its lease) to its end, a gate
-    or a limit. Raises StoreError when the store cannot commit: the run stops there, and
+    or a limit (`once`: one node, for an outside executor). Raises StoreError when the store cannot commit: the run stops there, and
     what was committed before stays resumable."""
     from podium.app.owners import process_start
 
@@ -216,7 +229,7 @@ def advance(engine: Engine, store: RunStore, start: str | None = None) -> RunRes
 
     try:
         try:
-            return engine.run(start)
+            return engine.run(start, once=once)
         finally:
             if engine.bus.failure is None:
                 store.commit()

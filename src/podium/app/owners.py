@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from podium.app.family import root_of
-from podium.store.base import GateRecord, Lease, Owner, RunRecord, RunStore
+from podium.store.base import GateRecord, Lease, Leases, Owner, RunRecord, RunStore
 
 HEARTBEAT = 5.0  # seconds between an owner's heartbeats
 STALE = 30.0  # a heartbeat older than this means the owner is gone
@@ -149,7 +149,7 @@ def resume_hint(run_id: str) -> str:
 class Ownership:
     """A lease held for the life of a `with` block, its heartbeat renewed by a thread."""
 
-    def __init__(self, store: RunStore, run_id: str, command: str) -> None:
+    def __init__(self, store: Leases, run_id: str, command: str) -> None:
         self.store = store
         self.run_id = run_id
         self.owner = this_process(command)
@@ -188,7 +188,7 @@ class Ownership:
 
 
 @contextlib.contextmanager
-def owning(store: RunStore, run_id: str, command: str) -> Iterator[Ownership]:
+def owning(store: Leases, run_id: str, command: str) -> Iterator[Ownership]:
     """Hold the run's lease (RunOwned when a live process holds it) while the block runs."""
     ownership = Ownership(store, run_id, command).acquire()
     try:

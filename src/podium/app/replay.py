@@ -12,7 +12,7 @@ from podium.errors import UsageError, WorkflowFileError
 from podium.replay.recording import Recording, TrajectoryStep
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine
+    from podium.engine.run import Engine, Hooks
     from podium.events.bus import Sink
     from podium.store.base import RunStore
 
@@ -42,12 +42,21 @@ def recording_of(store: RunStore, ref: str) -> Recording:
     return load_recording(store, run.id)
 
 
-def replay_until(engine: Engine, recording: Recording, live_from: tuple[str, int]) -> None:
-    """Make `engine` (a fork's) replay `recording` up to execution `live_from` of a step and
-    go on live from there with the providers build_providers gave it."""
-    from podium.replay.attach import ReplayControl, attach_replay
+def fork_replay(recording: Recording, live_from: tuple[str, int]) -> Hooks:
+    """The hooks that make a fork's engine replay `recording` up to execution `live_from` of
+    a step and go on live from there with the providers build_providers gave it: given to
+    the engine in its LaunchOptions; their `attach` runs once its providers were checked
+    (`replay_until`)."""
+    from podium.replay.attach import ReplayControl, replay_hooks
 
-    attach_replay(engine, recording, ReplayControl(live_from=live_from))
+    return replay_hooks(recording, ReplayControl(live_from=live_from))
+
+
+def replay_until(engine: Engine) -> None:
+    """Put the fork's recording (its engine's hooks, fork_replay) in front of its providers."""
+    attach = engine.config.hooks.attach
+    if attach is not None:
+        attach(engine)
 
 
 def replay_recording(recording: Recording, verbosity: int = 0, *,
@@ -57,11 +66,11 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     the replay's events)."""
     from podium.app.launch import build_providers
     from podium.app.workflows import load_valid
-    from podium.engine.run import Engine
+    from podium.engine.run import Engine, RunConfig
     from podium.events.sinks.console import ConsoleSink
     from podium.events.sinks.jsonl import MemorySink
     from podium.gates.base import ChainAnswerer
-    from podium.replay.attach import ReplayControl, attach_replay
+    from podium.replay.attach import ReplayControl, replay_hooks
     from podium.steps.base import RunOptions
 
     base: dict[str, Any] = {"run_id": recording.run_id, "identical": False, "output": None,
@@ -83,20 +92,24 @@ def replay_recording(recording: Recording, verbosity: int = 0, *,
     except MissingSecret as exc:
         return {**base, "why": f"the run was given secret inputs: set {exc} in the "
                 "environment to replay it", "error_code": exitcodes.INVALID}
+    from podium.events.redact import secret_values
+
+    hide = secret_values(wf)  # the values the engine's redactor will hold
+
+    def guidance(step: str, iteration: int) -> list[str]:  # as the run took it in
+        texts = recording.guidance_before(step, iteration)
+        return [str(t) for t in restore_secrets(texts, set(hide), hide)]
+
+    control = ReplayControl()
+    hooks = replay_hooks(recording, control)
     engine = Engine(wf, path, inputs=inputs, providers=build_providers(wf),
                     answerer=ChainAnswerer([]), options=RunOptions(
                         skip_gates=False,
                         workspace_instructions=recording.instructions.get("workspace"),
-                        cli_instructions=recording.instructions.get("cli")))
-    hide = engine.bus.redactor
-
-    def guidance(step: str, iteration: int) -> list[str]:  # as the run took it in
-        texts = recording.guidance_before(step, iteration)
-        return [str(t) for t in restore_secrets(texts, set(hide.secrets), hide.secrets)]
-
-    engine.services.guidance_source = guidance
-    control = ReplayControl()
-    attach_replay(engine, recording, control)
+                        cli_instructions=recording.instructions.get("cli")),
+                    config=RunConfig(hooks=hooks, guidance_source=guidance))
+    assert hooks.attach is not None
+    hooks.attach(engine)
     memory = MemorySink()
     engine.bus.add(memory)
     if sink is not None:

@@ -38,7 +38,9 @@ from podium.language.model import END, WorkflowFile
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, RunResult
+    from podium.engine.history import Restart
+    from podium.engine.run import Engine, RunConfig, RunResult
+    from podium.events.model import Event
     from podium.store.base import RunStore
 
 
@@ -173,16 +175,25 @@ def _resume_owned(store: RunStore, run: RunRecord, req: ResumeRequest,
 
 def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
                    observers: list[Any], *, withdraw: bool = True,
-                   loaded: dict[str, WorkflowFile] | None = None
+                   loaded: dict[str, WorkflowFile] | None = None,
+                   config: RunConfig | None = None, jsonl: bool = True
                    ) -> tuple[Engine, str | None]:
     """The engine of a stored run as its last commit left it (or as it stood before
     `req.from_step`), and the node it goes on at: what resume runs, and what a Temporal
     worker advances one node at a time. `withdraw`: a gate nobody answered is asked again.
-    `loaded`: workflows already loaded and checked, by path and hash (a worker's)."""
+    `loaded`: workflows already loaded and checked, by path and hash (a worker's).
+    `config`: how the caller advances it (a worker's stepping and deadline); `jsonl`: the
+    run's own JSONL copy is appended to (a worker keeps none)."""
+    import dataclasses
+
+    from podium.engine.run import RunConfig
+    from podium.events.model import GuidanceAdded, RunStarted
+
     path, wf = _workflow_of(run, req, loaded)
-    events = store.events(run.id)
-    last_seq = max((int(e["seq"]) for e in events), default=run.last_seq)
-    state, start, state_seq = _restart_point(store, run, wf, events, req.from_step)
+    events = store.history(run.id)  # typed: the engine's resume fold reads them
+    last_seq = max((e.seq for e in events), default=run.last_seq)
+    restart = _restart_point(store, run, wf, events, req.from_step)
+    state, start = restart.state, restart.start
     # the store holds `<secret:NAME>` where a secret was: the run goes on with the values
     state.inputs = with_secrets(state.inputs, wf, f"resume run {run.id}")
     state.outputs = with_secrets(state.outputs, wf, f"resume run {run.id}")
@@ -193,43 +204,41 @@ def rebuild_engine(store: RunStore, run: RunRecord, req: ResumeRequest,
     skip = req.skip_gates if req.skip_gates is not None else bool(original.get("skip_gates"))
     if req.skip_gates is not None:  # the run keeps the choice for later resumes and answers
         store.change_run_options(run.id, lambda options: {**options, "skip_gates": skip})
-    first = next((e for e in events if e["type"] == "run_started"), {})
-    kept = first.get("instructions") or {}  # the run's first prompts had these: so do the next
+    first = next((e for e in events if isinstance(e, RunStarted)), None)
+    # the run's first prompts had these: so do the next
+    kept = (first.instructions if first is not None else None) or {}
     opts = LaunchOptions(skip, responses, req.verbosity, req.provider or original.get("provider"),
                          req.events, req.json_out, observers=observers,
                          interactive=req.interactive,
                          workspace_instructions=kept.get("workspace"),
-                         cli_instructions=kept.get("cli"))
+                         cli_instructions=kept.get("cli"), run_log=jsonl)
     if req.from_step is not None:
         store.update_run(run.id, status="running", finished_at=None, exit_code=None,
                          output=None, error=None, terminal=None, reason=None)
-    from podium.engine.history import parked_dialog, stored_spend, unfinished_group
+    from podium.engine.history import stored_spend
+    from podium.events.redact import restore_secrets, secret_values
 
     if withdraw:
         store.withdraw_gates(run.id)  # a gate nobody answered is asked again, as it goes on
 
+    values = secret_values(wf)
+    dialogs: dict[tuple[str, int], dict[str, Any]] = {}
+    dialog = restart.dialog
+    if start is not None and dialog is not None:  # it goes on in the dialog it parked in
+        dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
+                                                   f"resume run {run.id}")["o"]}
+        dialogs[(start, int(dialog["iteration"]))] = dialog
+    config = dataclasses.replace(
+        config or RunConfig(), carried=restart.carried, carried_dialogs=dialogs,
+        guidance=tuple(str(t) for t in restore_secrets(  # as the run took them in
+            [e.text for e in events if isinstance(e, GuidanceAdded)],
+            set(values), values)),
+        # every model call the run made counts, those of a step it runs again too: paid
+        spent=stored_spend(store, run.id, events))
     engine = make_engine(wf, path, state.inputs, opts, store, run_id=run.id, state=state,
-                         start_seq=last_seq)
-    from podium.app.secrets import restore
-
-    engine.services.guidance = [str(t) for t in restore(  # as the run took them in
-        [e.get("text", "") for e in events if e["type"] == "guidance_added"],
-        engine.bus.redactor)]
+                         start_seq=last_seq, config=config)
     check_providers(engine)
     fetch_plugin_sources(engine)
-    # every model call the run made counts, those of a step it runs again too: they were paid
-    engine.restore_spend(stored_spend(store, run.id, events))
-    if req.from_step is None:  # members of an interrupted group that finished stay done
-        inside = unfinished_group(events)
-        if inside is not None and inside[0] == start:
-            engine.carried[inside[0]] = inside[1]
-        # (with no checkpoint yet, every event after run_started belongs to this attempt)
-        after = state_seq if state_seq is not None else 0
-        dialog = parked_dialog(events, after, start) if start is not None else None
-        if start is not None and dialog is not None:  # it goes on in the dialog it parked in
-            dialog = {**dialog, "output": with_secrets({"o": dialog.get("output")}, wf,
-                                                       f"resume run {run.id}")["o"]}
-            engine.services.carried_dialogs[(start, int(dialog["iteration"]))] = dialog
     return engine, start
 
 
@@ -259,15 +268,14 @@ def _workflow_of(run: RunRecord, req: ResumeRequest, loaded: dict[str, WorkflowF
 
 
 def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
-                   events: list[dict[str, Any]], from_step: str | None
-                   ) -> tuple[Any, str | None, int | None]:
-    """The state to resume with (folded from the committed events), where to start, and the
-    seq the state stands at."""
-    from podium.engine.history import fold_events, granted_after, last_start_of
+                   events: list[Event], from_step: str | None) -> Restart:
+    """Where the run goes on (the engine's fold of its committed events, engine/history.py),
+    refused when the workflow has no such step (any more) or the step never ran."""
+    from podium.engine.history import last_start_of, restart_of
 
     names = ({s.name for s in wf.agents} | {g.name for g in wf.parallel}
              | {g.name for g in wf.for_each})
-    default_max = wf.workflow.limits.max_iterations
+    before = None
     if from_step is not None:
         if from_step not in names:
             hint = did_you_mean(from_step, sorted(names))
@@ -277,26 +285,16 @@ def _restart_point(store: RunStore, run: RunRecord, wf: WorkflowFile,
         if seq is None:
             raise Refused(f"'{from_step}' never ran in run {run.id}; it can only resume from a "
                           "step it reached")
-        return fold_events(events, upto_seq=seq - 1, default_max=default_max), from_step, seq - 1
-    cp = store.latest_checkpoint(run.id)
-    if cp is not None:
-        state = fold_events(events, upto_seq=cp.seq, default_max=default_max)
-        granted = granted_after(events, cp.seq)
-        if granted is not None:
-            state.max_iterations = max(state.max_iterations, granted)
-        start = cp.next_step or cp.step
-        if start not in names and start != END:
-            raise Refused(f"run {run.id} would resume at '{start}', which the workflow no "
-                          "longer has")
-        return state, start, cp.seq
-    # Nothing was committed: start afresh (keeping only the run's start).
-    state = fold_events([e for e in events if e["type"] == "run_started"][:1],
-                        default_max=default_max)
-    state.inputs = dict(run.inputs)
-    granted = granted_after(events, 0)  # a grant given before the first step keeps too
-    if granted is not None:
-        state.max_iterations = max(state.max_iterations, granted)
-    return state, wf.workflow.entry_point, None
+        before = (from_step, seq)
+    cp = store.latest_checkpoint(run.id) if from_step is None else None
+    restart = restart_of(events, cp, inputs=run.inputs, entry_point=wf.workflow.entry_point,
+                         default_max=wf.workflow.limits.max_iterations, before=before)
+    if restart.start is None:
+        restart.start = wf.workflow.entry_point
+    elif restart.start not in names and restart.start != END:
+        raise Refused(f"run {run.id} would resume at '{restart.start}', which the workflow no "
+                      "longer has")
+    return restart
 
 
 def with_secrets(inputs: dict[str, Any], wf: WorkflowFile, what: str) -> dict[str, Any]:

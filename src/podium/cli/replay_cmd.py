@@ -62,7 +62,7 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
     from podium.app.home import open_store
     from podium.app.inputs import coerce_cli_value
     from podium.app.launch import LaunchOptions
-    from podium.app.replay import replay_until
+    from podium.app.replay import fork_replay, replay_until
     from podium.app.runs import Reported, StartRequest, start_run, with_secrets
     from podium.app.workflows import load_valid
     from podium.cli.run_cmd import report
@@ -99,14 +99,14 @@ def fork_command(ref: str, from_step: str, pairs: list[str], *, responses: Path 
         provider = (parent.options or {}).get("provider")  # the parent's --provider, as resume
         opts = LaunchOptions(skip_gates, responses, verbosity, provider, None, json_out,
                              observers=[ConsoleSink(sys.stderr, verbosity)],
-                             interactive=interactive)
+                             interactive=interactive, hooks=fork_replay(recording, (step, n)))
         start = StartRequest(wf, path, inputs, forked_from=parent.id, command="fork",
                              options={"responses": str(responses.resolve()) if responses
                                       else None, "skip_gates": skip_gates, "provider": provider,
                                       "forked_at": f"{step}:{n}"})
 
         def prepare(engine: Any) -> dict[str, Any]:
-            replay_until(engine, recording, (step, n))
+            replay_until(engine)
             sys.stderr.write(f"podium: forking run {parent.id} at '{step}' (execution {n}): "
                              f"replaying the recording up to it, live from there\n")
             return {}

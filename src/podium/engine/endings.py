@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from podium.engine.routing import choose_route
-from podium.engine.run import RunResult, RunStatus
+from podium.engine.run import Next, RunResult, RunStatus
 from podium.errors import Interrupted, LimitExceeded, PodiumError, RunError, TemplateError
 from podium.events.model import RunFinished
 from podium.language.model import END, ForEachGroup, ParallelGroup, Route, StepBase, TerminateStep
@@ -20,7 +20,7 @@ from podium.steps.base import StepOutcome, Termination
 from podium.templating import RenderFailure, TemplateEngine, coerce_output_value
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, Handoff
+    from podium.engine.run import Engine, HandOut
     from podium.gates.base import GateRequest
     from podium.steps.budget import BudgetReport
 
@@ -150,12 +150,14 @@ def parked(engine: Engine, request: GateRequest) -> RunResult:
     return result
 
 
-def handed_off(engine: Engine, exc: Handoff) -> RunResult:
+def handed_off(engine: Engine, goes_on: Next | HandOut) -> RunResult:
     """The run goes on elsewhere: nothing ends here (no run_finished)."""
-    return RunResult(engine.run_id, "handoff", -1, None, None, str(exc), None,
+    reason = (f"goes on at '{goes_on.node}'" if isinstance(goes_on, Next)
+              else f"{len(goes_on.members)} member(s) of group '{goes_on.group}' run elsewhere")
+    return RunResult(engine.run_id, "handoff", -1, None, None, reason, None,
                      [r.step for r in engine.state.records],
                      engine.clock.monotonic() - engine._started, engine.state.run_iteration,
-                     dict(engine.usage_by_step), _budget(engine), handoff=exc)
+                     dict(engine.usage_by_step), _budget(engine), handoff=goes_on)
 
 
 def fail(engine: Engine, exc: RunError) -> RunResult:

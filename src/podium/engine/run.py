@@ -12,13 +12,14 @@ import hashlib
 import secrets
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from podium import __version__
 from podium.clock import Clock, SystemClock
+from podium.engine.children import ChildRuns
 from podium.engine.routing import choose_route
 from podium.errors import (
     Interrupted,
@@ -87,7 +88,37 @@ class RunResult:
     iterations: int = 0
     usage_by_step: dict[str, Usage] = field(default_factory=dict)
     budget: BudgetReport | None = None  # spent against limits.budget_usd, when it is set
-    handoff: Handoff | None = None  # status `handoff`: the run goes on elsewhere (see Handoff)
+    handoff: Next | HandOut | None = None  # status `handoff`: the run goes on elsewhere
+
+
+@dataclass(frozen=True)
+class Next:
+    """What `Engine.advance` gives back when the run goes on: the node it goes on at (the
+    node was executed, committed and routed)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class HandOut:
+    """The run's group hands its members not done yet (by label) to other workers (stepping
+    fan_out "raise"); once they committed, the group is advanced again ("gather")."""
+
+    group: str
+    members: tuple[str, ...]
+    max_concurrent: int = 0
+    fail_fast: bool = False
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run ended at this node (or parked, or failed): how, as a RunResult."""
+
+    result: RunResult
+
+
+# what one advance of the run gives: where it goes on, a hand-out, or its end
+Advance = Next | HandOut | Ended
 
 
 def new_run_id() -> str:
@@ -98,14 +129,80 @@ def file_hash(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Persistence:
+    """Where the run is kept: its store (the committer of its steps), whether each completed
+    step emits its `checkpoint` commit point, and how a gate nobody answers here parks."""
+
+    store: RunStore | None = None
+    checkpoints: bool = False
+    # opens a parked gate in the store; None: an unanswerable gate fails the run
+    parker: Callable[[GateRequest], None] | None = None
+    park_limits: bool = True  # False: an exhausted max_iterations fails, never parks
+    # its sub-workflows' child runs (None: kept in `store`, engine/children.py)
+    children: ChildRuns | None = None
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """A run advanced node by node by an outside executor (podium.temporal, which calls
+    `Engine.run(start, once=True)`): hand a group's members out instead of running them
+    here (`fan_out`: "raise"; "gather" aggregates the members committed elsewhere and runs
+    no other), and emit no run_started when the run only goes on (`announce`)."""
+
+    fan_out: Literal["raise", "gather"] | None = None
+    announce: bool = True
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What watches the loop (replay compares it with a recording): the observer of its
+    decision points, the hooks a sub-workflow's child run gets (`child(step, iteration,
+    slot)`), and `attach(engine)`, which the engine's builder calls once the engine exists
+    and its providers were checked (replay puts its recorded answers in front of them)."""
+
+    observer: StepObserver | None = None
+    child: Callable[[str, int, str], Hooks | None] | None = None
+    attach: Callable[[Engine], None] | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How one engine is wired, fixed when it is built (app/launch.py for a kept run,
+    engine/subflow.py for a child): nothing sets an engine's attributes afterwards."""
+
+    persistence: Persistence = field(default_factory=Persistence)
+    stepping: Stepping = field(default_factory=Stepping)
+    hooks: Hooks = field(default_factory=Hooks)
+    outer_deadline: float | None = None  # a parent run's (or the run's first start) deadline
+    depth: int = 0  # sub-workflow nesting
+    owns_providers: bool = True  # a child shares its parent's providers: it closes none
+    resumed: bool | None = None  # None: resumed when a state is given
+    cancel: threading.Event | None = None  # shared with a parent, or the activity's
+    # the workflow files its sub-workflow steps loaded, by path (shared with its children)
+    subworkflow_cache: dict[Path, WorkflowFile] | None = None
+    # a resumed run's group that was interrupted: its members that had already finished or
+    # failed, by member label, from their committed events (engine/history.py)
+    carried: dict[str, dict[str, dict[str, Any]]] | None = None
+    # a resumed agent's dialog it parked in, by (step, iteration) (steps/agent_checks.py)
+    carried_dialogs: dict[tuple[str, int], dict[str, Any]] | None = None
+    guidance: tuple[str, ...] = ()  # guidance the run already took in (resume)
+    # where queued guidance comes from (app/guidance.py), by (step, iteration)
+    guidance_source: Callable[[str, int], list[str]] | None = None
+    spent: RunSpend | None = None  # a resumed run's spending so far (events/spend.py)
+    # executors that replace the registry's, by step type (tests, `podium test` stubs)
+    executors: Mapping[str, Callable[[StepCall], StepOutcome]] | None = None
+
+
 class Engine:
-    """Runs one workflow. Create it, add sinks to `bus`, call `run()`."""
+    """Runs one workflow. Build it with its RunConfig, add sinks to `bus`, call `run()`."""
 
     def __init__(self, workflow: WorkflowFile, path: Path, *, inputs: dict[str, Any],
                  providers: ProviderRegistry, answerer: GateAnswerer,
                  options: RunOptions | None = None, clock: Clock | None = None,
                  run_id: str | None = None, state: RunState | None = None,
-                 start_seq: int = 0) -> None:
+                 start_seq: int = 0, config: RunConfig | None = None) -> None:
+        self.config = config = config or RunConfig()
         self.workflow = workflow
         self.path = path.resolve()
         self.clock = clock or SystemClock()
@@ -117,7 +214,7 @@ class Engine:
         self.bus.redactor.add(secret_values(workflow))  # events/redact.py
         wf = workflow.workflow
         self.state = state or RunState(inputs=inputs, max_iterations=wf.limits.max_iterations)
-        self.resumed = state is not None
+        self.resumed = state is not None if config.resumed is None else config.resumed
         self.steps: dict[str, StepBase] = {}
         for s in workflow.agents:
             self.steps.setdefault(s.name, s)
@@ -125,48 +222,87 @@ class Engine:
         self.for_each = {g.name: g for g in workflow.for_each}
         groups = frozenset(self.parallel) | frozenset(self.for_each)
         self.group_names = groups
-        self.depth = 0
-        self.owns_providers = True
-        self.store: RunStore | None = None  # when the run is kept in one
-        # A resumed run's group that was interrupted: its members that had already finished
-        # or failed, by member label, from their committed events (engine/history.py).
-        self.carried: dict[str, dict[str, dict[str, Any]]] = {}
+        # (popped by engine/groups.py as each carried group runs again)
+        self.carried: dict[str, dict[str, dict[str, Any]]] = dict(config.carried or {})
         info = WorkflowInfo(wf.name, wf.description, str(self.path.parent), str(self.path))
         templates = TemplateEngine(workflow.template_files, self.path.parent)
         self.services = RunServices(workflow, self.path, templates,
                                     ContextBuilder(info, groups), self.state, self.bus,
                                     self.clock, providers, answerer, self.options, self.run_id)
+        if config.cancel is not None:
+            self.services.cancel = config.cancel
+        self.services.carried_dialogs.update(config.carried_dialogs or {})
+        self.services.guidance = list(config.guidance)
+        if config.guidance_source is not None:
+            self.services.guidance_source = config.guidance_source
         # every model call reserves its worst case here first (steps/budget.py)
         self.services.budget = BudgetLedger(wf.limits.budget_usd, wf.limits.budget_mode,
                                             self.bus)
-        # Emit a `checkpoint` event after each completed step: the commit point of a run that
-        # is kept in a store (the store commits the step's events with it).
-        self.checkpoints = False
-        self.parker: Callable[[GateRequest], None] | None = None
         # what the run spent: the live fold of its model calls (events/spend.py)
         self.meter = SpendMeter(self.run_id)
         self.bus.add(self.meter)
-        self.park_limits = True  # False: an exhausted max_iterations fails, never parks
+        if config.spent is not None:  # a resumed run's budget keeps counting what was spent
+            self.meter.restore(config.spent)
+            self.services.budget.sync(config.spent.total.cost_usd)
         self._budget_reported = 0.0
         self.current: str | None = None
         self._started = 0.0
         from podium.steps.registry import EXECUTORS
 
-        # Executors by step type; tests may replace one (e.g. stub scripts) before run().
+        # Executors by step type (the config may replace some: tests, stubs, replay).
         self.executors: dict[str, Callable[[StepCall], StepOutcome]] = dict(EXECUTORS)
         self.executors["workflow"] = self._run_subworkflow
-        self.observer: StepObserver | None = None
-        # Called with each child engine a sub-workflow step creates (replay attaches to it).
-        self.child_hook: Callable[[Engine, str, int, str], None] | None = None
-        self.outer_deadline: float | None = None  # a parent run's deadline bounds a child's
-        self.subworkflow_cache: dict[Path, WorkflowFile] = {}
-        # A run advanced node by node by an outside executor (podium.temporal): stop after
-        # one committed node (`one_node`), hand a group's members out instead of running them
-        # here (`fan_out`: "raise"; "gather" aggregates the members committed elsewhere and
-        # runs no other), and emit no run_started when the run only goes on (`announce`).
-        self.one_node = False
-        self.fan_out: str | None = None
-        self.announce = True
+        self.executors.update(config.executors or {})
+        self.subworkflow_cache: dict[Path, WorkflowFile] = (
+            {} if config.subworkflow_cache is None else config.subworkflow_cache)
+        kept = config.persistence
+        if kept.children is None and kept.store is not None:
+            from podium.engine.children import StoredChildRuns
+
+            self.children: ChildRuns | None = StoredChildRuns(kept.store)
+        else:
+            self.children = kept.children
+
+    # the parts of the config the loop and the group code read, by their simple names
+    @property
+    def store(self) -> RunStore | None:
+        return self.config.persistence.store
+
+    @property
+    def checkpoints(self) -> bool:
+        return self.config.persistence.checkpoints
+
+    @property
+    def parker(self) -> Callable[[GateRequest], None] | None:
+        return self.config.persistence.parker
+
+    @property
+    def park_limits(self) -> bool:
+        return self.config.persistence.park_limits
+
+    @property
+    def fan_out(self) -> str | None:
+        return self.config.stepping.fan_out
+
+    @property
+    def announce(self) -> bool:
+        return self.config.stepping.announce
+
+    @property
+    def observer(self) -> StepObserver | None:
+        return self.config.hooks.observer
+
+    @property
+    def depth(self) -> int:
+        return self.config.depth
+
+    @property
+    def owns_providers(self) -> bool:
+        return self.config.owns_providers
+
+    @property
+    def outer_deadline(self) -> float | None:
+        return self.config.outer_deadline
 
     # ----------------------------------------------------------------- public
 
@@ -175,12 +311,6 @@ class Engine:
         kept = {k: v for k, v in (("workspace", o.workspace_instructions),
                                   ("cli", o.cli_instructions)) if v}
         return kept or None
-
-    def restore_spend(self, spent: RunSpend) -> None:
-        """Carry a resumed run's spending over (the fold of its committed model calls and its
-        sub-workflows'): its budget keeps counting what was spent."""
-        self.meter.restore(spent)
-        self.services.budget.sync(spent.total.cost_usd)
 
     @property
     def spent_usd(self) -> float:
@@ -194,8 +324,10 @@ class Engine:
 
         return usage_rows(self.meter.spent())
 
-    def run(self, start: str | None = None) -> RunResult:
-        """Run from the entry point (or `start`) to a terminal, a limit or an error."""
+    def run(self, start: str | None = None, *, once: bool = False) -> RunResult:
+        """Run from the entry point (or `start`) to a terminal, a limit or an error; `once`:
+        advance one node only (an outside executor's step: the result then has status
+        `handoff` with where the run goes on, unless it ended)."""
         wf = self.workflow.workflow
         self._started = self.clock.monotonic()
         if wf.limits.timeout_seconds:
@@ -214,7 +346,7 @@ class Engine:
                                      instructions=self._cli_instructions()))
         restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
-            return self._loop(start or wf.entry_point)
+            return self._loop(start or wf.entry_point, once)
         finally:
             restore()
             if self.owns_providers:
@@ -222,58 +354,73 @@ class Engine:
 
     # ----------------------------------------------------------------- loop
 
-    def _loop(self, node: str) -> RunResult:
+    def _loop(self, node: str, once: bool) -> RunResult:
+        """Advance node after node: the in-process run, and (`once`) an outside
+        executor's one step of it."""
         from podium.engine import endings  # how the run ends (it imports this module)
 
-        last_route: Route | None = None
         try:
             finished = endings.already_finished(self, node)
-            if finished is not None:
-                return finished
-            while True:
-                self._check_interrupt()
-                self._check_timeout(node)
-                self.current = node
-                step: StepBase | ParallelGroup | ForEachGroup | None = (
-                    self.steps.get(node) or self.parallel.get(node) or self.for_each.get(node))
-                if step is None:
-                    raise RunError(f"'{node}' is not a step or group of this workflow",
-                                   step=node)
-                if self.observer is not None:
-                    self.observer.before_node(self, node)
-                self.check_iterations(node, len(step.agents)
-                                      if isinstance(step, ParallelGroup) else 1)
-                self._trim_context(node)
-                outcome = self._execute(step)
-                if outcome.termination is not None:
-                    return endings.terminate(self, step, outcome)
-                nxt, last_route = self._route(step, outcome)
-                self._commit(nxt)
-                # limits are checked once the step is committed: a step that passed the
-                # budget or the timeout is kept, never run (and paid for) twice
-                self._check_budget(step.name)
-                self._check_timeout(None, after=step.name)
-                if nxt == END:
-                    return endings.finish_end(self, last_route)
-                if self.one_node:
-                    raise Handoff(f"goes on at '{nxt}'", next_node=nxt)
-                node = nxt
-        except Handoff as exc:
-            return endings.handed_off(self, exc)
+        except RunError as exc:
+            return endings.fail(self, exc)
+        if finished is not None:
+            return finished
+        while True:
+            step = self.advance(node)
+            if isinstance(step, Ended):
+                return step.result
+            if isinstance(step, HandOut) or once:
+                return endings.handed_off(self, step)
+            node = step.node
+
+    def advance(self, node: str) -> Advance:
+        """The run's one operation: execute `node`, commit it, route, and say what comes
+        next (the next node, a hand-out of a group's members, or the run's end: a terminal,
+        a park, a limit, an error). The in-process loop calls it node after node; a Temporal
+        activity calls it once (app/durable.py)."""
+        from podium.engine import endings  # how the run ends (it imports this module)
+
+        try:
+            self._check_interrupt()
+            self._check_timeout(node)
+            self.current = node
+            step: StepBase | ParallelGroup | ForEachGroup | None = (
+                self.steps.get(node) or self.parallel.get(node) or self.for_each.get(node))
+            if step is None:
+                raise RunError(f"'{node}' is not a step or group of this workflow", step=node)
+            if self.observer is not None:
+                self.observer.before_node(self, node)
+            self.check_iterations(node, len(step.agents)
+                                  if isinstance(step, ParallelGroup) else 1)
+            self._trim_context(node)
+            outcome = self._execute(step)
+            if outcome.termination is not None:
+                return Ended(endings.terminate(self, step, outcome))
+            nxt, last_route = self._route(step, outcome)
+            self._commit(nxt)
+            # limits are checked once the step is committed: a step that passed the budget
+            # or the timeout is kept, never run (and paid for) twice
+            self._check_budget(step.name)
+            self._check_timeout(None, after=step.name)
+            if nxt == END:
+                return Ended(endings.finish_end(self, last_route))
+            return Next(nxt)
+        except Handoff as exc:  # engine/groups.py, deep in a group: a value from here on
+            return HandOut(exc.group or node, exc.members, exc.max_concurrent, exc.fail_fast)
         except KeyboardInterrupt:
-            return endings.fail(self, Interrupted("interrupted", step=self.current))
+            return Ended(endings.fail(self, Interrupted("interrupted", step=self.current)))
         except ChildParked as exc:
-            return endings.parked(self, exc.request)
+            return Ended(endings.parked(self, exc.request))
         except GateUnanswerable as exc:
             if self.parker is None:
                 if exc.request.kind == "iteration_limit":
-                    return endings.fail(self, LimitExceeded(
+                    return Ended(endings.fail(self, LimitExceeded(
                         f"the run reached max_iterations ({self.state.max_iterations}) and "
-                        "nobody can grant more here", limit="iterations", step=exc.step))
-                return endings.fail(self, exc)
-            return endings.park(self, exc.request)
+                        "nobody can grant more here", limit="iterations", step=exc.step)))
+                return Ended(endings.fail(self, exc))
+            return Ended(endings.park(self, exc.request))
         except RunError as exc:
-            return endings.fail(self, exc)
+            return Ended(endings.fail(self, exc))
 
     def _execute(self, step: StepBase | ParallelGroup | ForEachGroup) -> StepOutcome:
         from podium.engine.groups import run_for_each, run_parallel
@@ -545,15 +692,13 @@ class ChildParked(RunError):
 
 
 class Handoff(RunError):
-    """Not an ending: the run goes on elsewhere. Either its executor advances it one node at a
-    time (`next_node`: where it goes on), or a group's members not done yet (`members`, by
-    label) run on other workers, after which the group is advanced again ("gather")."""
+    """Raised deep inside a group (engine/groups.py) whose members not done yet (`members`,
+    by label) run on other workers; `Engine.advance` turns it into its HandOut value."""
 
-    def __init__(self, message: str, *, next_node: str | None = None, group: str | None = None,
+    def __init__(self, message: str, *, group: str | None = None,
                  members: tuple[str, ...] = (), max_concurrent: int = 0,
                  fail_fast: bool = False) -> None:
         super().__init__(message, step=group)
-        self.next_node = next_node
         self.group = group
         self.members = members
         self.max_concurrent = max_concurrent

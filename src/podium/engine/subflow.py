@@ -10,11 +10,11 @@ continues from its own last committed step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
+from podium.engine.children import ChildSlot
 from podium.errors import Interrupted, LimitExceeded, RunError, StepError, UsageError
 from podium.gates.base import GateRequest
 from podium.language.model import WorkflowFile, WorkflowStep
@@ -22,23 +22,8 @@ from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
-    from podium.events.spend import RunSpend
-    from podium.steps.state import RunState
 
 MAX_DEPTH = 10
-
-
-@dataclass
-class _Existing:
-    run_id: str
-    status: str
-    output: dict[str, Any] | None
-    state: RunState | None
-    start: str | None
-    start_seq: int
-    spent: RunSpend  # what it spent (events/spend.py), sub-workflows of its own included
-    # the events after its last checkpoint (a dialog it parked in goes on from there)
-    tail: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _load(parent: Engine, step: WorkflowStep, iteration: int) -> tuple[Path, WorkflowFile]:
@@ -96,33 +81,6 @@ def _inputs(call: StepCall, parent: Engine, step: WorkflowStep,
     return given
 
 
-def _existing_child(parent: Engine, step: str, iteration: int, slot: str) -> _Existing | None:
-    store = parent.store
-    if store is None:
-        return None
-    from podium.engine.history import fold_events, stored_spend
-
-    for run in store.list_runs(parent=parent.run_id, limit=10_000):
-        opts = run.options or {}
-        if (opts.get("parent_step"), opts.get("parent_iteration"), opts.get("slot")) != \
-                (step, iteration, slot):
-            continue
-        events = store.events(run.id)
-        usage = stored_spend(store, run.id, events)
-        last = max((int(e["seq"]) for e in events), default=0)
-        if run.status == "success":
-            return _Existing(run.id, run.status, run.output, None, None, last, usage)
-        cp = store.latest_checkpoint(run.id)
-        state = fold_events(events, upto_seq=cp.seq if cp else None)
-        if cp is None:
-            state.inputs = dict(run.inputs)
-        state.inputs = _with_secrets(state.inputs, parent, step, iteration)
-        start = (cp.next_step or cp.step) if cp else None
-        tail = [e for e in events if int(e["seq"]) > (cp.seq if cp else 0)]
-        return _Existing(run.id, run.status, None, state, start, last, usage, tail)
-    return None
-
-
 def _with_secrets(inputs: dict[str, Any], parent: Engine, step: str,
                   iteration: int) -> dict[str, Any]:
     """A child run's stored inputs with its secret values (stored as `<secret:NAME>`) taken
@@ -144,7 +102,7 @@ def _total(rows: dict[str, Usage]) -> Usage | None:
 
 
 def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
-    from podium.engine.run import ChildParked, Engine
+    from podium.engine.run import ChildParked, Engine, Hooks, Persistence, RunConfig
 
     step = call.step
     assert isinstance(step, WorkflowStep)
@@ -157,26 +115,52 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
     extra = getattr(call.run.local, "extra", None) or {}
     slot = f"{step.name}[{extra['_key']}]" if "_key" in extra else (
         f"{step.name}[{extra['_index']}]" if "_index" in extra else step.name)
-    existing = _existing_child(parent, step.name, it, slot)
-    if existing is not None and existing.status == "success":
+    children = parent.children
+    existing = children.find(parent.run_id, ChildSlot(step.name, it, slot),
+                             child_wf.workflow.entry_point) if children is not None else None
+    restart = existing.restart if existing is not None else None
+    if restart is not None:  # its stored inputs hold `<secret:NAME>`: it goes on with values
+        restart.state.inputs = _with_secrets(restart.state.inputs, parent, step.name, it)
+    if existing is not None and restart is None:
         from podium.engine.history import usage_rows
 
         # (what it spent is in its parent's resumed count already: engine/history.py)
         rows = {f"{step.name}/{k}": u for k, u in usage_rows(existing.spent).items()}
         return StepOutcome(existing.output or {}, usage=_total(rows), usage_rows=rows,
                            details={"child_run_id": existing.run_id, "reused": True})
-    inputs = (existing.state.inputs if existing is not None and existing.state is not None
+    inputs = (restart.state.inputs if restart is not None
               else _inputs(call, parent, step, child_wf))
+    parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
+    park = None
+    if parent.parker is not None:
+        outer = parent.parker
+
+        def park(request: GateRequest) -> None:
+            parked.append(request)
+            outer(request)
+
+    hooks = parent.config.hooks.child(step.name, it, slot) \
+        if parent.config.hooks.child is not None else None
+    dialogs: dict[tuple[str, int], dict[str, Any]] = {}
+    if restart is not None and restart.dialog is not None:  # its agent goes on in it
+        first = restart.start or child_wf.workflow.entry_point
+        dialogs[(first, int(restart.dialog["iteration"]))] = restart.dialog
+    config = RunConfig(
+        persistence=Persistence(parent.store, parent.checkpoints, park,
+                                children=parent.config.persistence.children),
+        hooks=hooks or Hooks(), outer_deadline=parent.services.deadline,
+        depth=parent.depth + 1, owns_providers=False, cancel=parent.services.cancel,
+        subworkflow_cache=parent.subworkflow_cache, carried_dialogs=dialogs,
+        carried=restart.carried if restart is not None else None,
+        spent=existing.spent if existing is not None else None)
     try:
         child = Engine(child_wf, path, inputs=inputs, providers=parent.services.providers,
                        answerer=parent.services.answerer, options=parent.options,
                        clock=parent.clock, run_id=existing.run_id if existing else None,
-                       state=existing.state if existing else None,
-                       start_seq=existing.start_seq if existing else 0)
+                       state=restart.state if restart is not None else None,
+                       start_seq=existing.start_seq if existing else 0, config=config)
     except UsageError as exc:  # a secret it declares that podium cannot redact (too short)
         raise StepError(f"{path.name}: {exc}", step=step.name, iteration=it) from None
-    child.depth = parent.depth + 1
-    child.owns_providers = False
     child.bus.parent_run_id = parent.run_id
     # a sub-workflow inherits its parent's secrets, and its own count for its parent too
     parent.bus.redactor.add(child.bus.redactor.secrets)
@@ -185,45 +169,23 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         child.bus.add(sink)
     for committer in parent.bus.committers:
         child.bus.add_committer(committer)
-    child.store = parent.store
-    child.checkpoints = parent.checkpoints
-    parked: list[GateRequest] = []  # the decision the child (or a deeper run) waits for
-    if parent.parker is not None:
-        outer = parent.parker
-
-        def park(request: GateRequest) -> None:
-            parked.append(request)
-            outer(request)
-
-        child.parker = park
-    child.services.cancel = parent.services.cancel
-    child.outer_deadline = parent.services.deadline
     child.services.budget.attach(parent.services.budget)  # its calls reserve in both budgets
-    child.subworkflow_cache = parent.subworkflow_cache
-    if parent.child_hook is not None:
-        parent.child_hook(child, step.name, it, slot)
-    if existing is not None:
-        child.restore_spend(existing.spent)
-        from podium.engine.history import parked_dialog
-
-        first = existing.start or child_wf.workflow.entry_point
-        dialog = parked_dialog(existing.tail, 0, first)
-        if dialog is not None:  # its agent goes on in the dialog it parked in
-            child.services.carried_dialogs[(first, int(dialog["iteration"]))] = dialog
-        if parent.store is not None:
-            # a gate it parked at and nobody answered is asked again (and re-opened) below
-            parent.store.withdraw_gates(existing.run_id)
-    elif parent.store is not None:
+    if hooks is not None and hooks.attach is not None:
+        hooks.attach(child)
+    if existing is not None and children is not None:
+        # a gate it parked at and nobody answered is asked again (and re-opened) below
+        children.resume(existing.run_id)
+    elif children is not None:
         from podium.engine.run import file_hash
         from podium.store.base import RunRecord
 
-        parent.store.create_run(RunRecord(
+        children.start(RunRecord(
             child.run_id, child_wf.workflow.name, str(path), file_hash(path), inputs,
             parent_run_id=parent.run_id,
             options={"parent_step": step.name, "parent_iteration": it, "slot": slot}))
     mark = child.meter.mark()
     try:
-        result = child.run(existing.start if existing else None)
+        result = child.run(restart.start if restart is not None else None)
     finally:  # what the child spent now counts in its parent's spend and budget
         parent.meter.add_child(step.name, child.meter.calls_since(mark),
                                call.run.group)

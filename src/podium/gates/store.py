@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import threading
 
+from podium.events.redact import Redactor
 from podium.gates.base import GateAnswer, GateRequest
-from podium.store.base import RunStore
+from podium.store.base import GateBook
 
 
 class StoreAnswerer:
     """Returns the recorded answer of a parked gate of the asking run (or sub-run), once."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: GateBook, redactor: Redactor) -> None:
         self.store = store
+        self.redactor = redactor  # the run's: it has the values of the secrets it redacts
         # group members and items ask from several threads: an answer goes to one of them
         self._lock = threading.Lock()
 
@@ -29,8 +31,8 @@ class StoreAnswerer:
 
     def _restored(self, given: dict[str, str]) -> dict[str, str]:
         """The additional input as the person gave it: the store keeps `<secret:NAME>` where
-        they typed a secret, and the run's redactor (the store's) has its value."""
+        they typed a secret, and the run's redactor has its value."""
         from podium.events.redact import restore_secrets
 
-        secrets = self.store.redactor.secrets
+        secrets = self.redactor.secrets
         return {k: str(restore_secrets(v, set(secrets), secrets)) for k, v in given.items()}

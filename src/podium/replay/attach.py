@@ -1,8 +1,8 @@
 """Running a workflow against a recording instead of the outside world.
 
-`attach_replay` makes an engine answer every non-deterministic input from a recording (model
-replies, script results, gate answers, limit grants, waits, MCP results) and compare each
-decision with the recorded trajectory: the first difference stops the run with a `Divergence`
+`replay_hooks` gives the Hooks (engine/run.py) that make an engine, built with them, answer
+every non-deterministic input from a recording (model replies, script results, gate answers,
+limit grants, waits, MCP results) and compare each decision with the recorded trajectory: the first difference stops the run with a `Divergence`
 that says where and why. With `live_from`, the engine switches to its own live providers,
 executors and answerers when it reaches that step (a fork).
 
@@ -32,7 +32,7 @@ from podium.steps.base import StepCall, StepOutcome
 from podium.steps.state import StepRecord
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine
+    from podium.engine.run import Engine, Hooks
 
 
 class Divergence(RunError):
@@ -258,12 +258,10 @@ class ReplayAnswerer:
 class ReplayObserver:
     """Compares each step and route with the recorded trajectory, in order."""
 
-    def __init__(self, recording: Recording, control: ReplayControl,
-                 redactor: Redactor | None = None) -> None:
+    def __init__(self, recording: Recording, control: ReplayControl) -> None:
         self.recording = recording
         self.control = control
         self.index = 0
-        self.redactor = redactor or Redactor()
 
     def _expected(self) -> Any:
         traj = self.recording.trajectory
@@ -289,7 +287,7 @@ class ReplayObserver:
         expected = self._expected()
         if expected is None or expected.step != record.step:
             return  # reported by after_route of the step before
-        output = self.redactor.value(record.output)
+        output = engine.bus.redactor.value(record.output)
         if _canon(expected.output) != _canon(output):
             why = _why_output(self.recording, record)
             raise _diverge(self.control, Divergence(
@@ -306,7 +304,7 @@ class ReplayObserver:
         self.control.replayed_steps = self.index
         if expected is None or expected.route_to == record.route_to:
             return
-        now = self.redactor.text("; ".join(f"routes[{e['index']}] {e['when']!r} -> "
+        now = engine.bus.redactor.text("; ".join(f"routes[{e['index']}] {e['when']!r} -> "
                                            f"{e['value']!r}" for e in evaluated)
                                  or "no condition evaluated")
         then = "; ".join(f"routes[{e['index']}] {e['when']!r} -> {e['value']!r}"
@@ -336,27 +334,32 @@ def _why_output(recording: Recording, record: StepRecord) -> str:
     return ""
 
 
-def attach_replay(engine: Engine, recording: Recording, control: ReplayControl) -> None:
-    """Make `engine` replay `recording` (until `control.live_from`, when given)."""
-    services = engine.services
-    redactor = engine.bus.redactor
-    services.providers = ProviderRegistry(
-        override=ReplayProvider(recording, control, services.providers, redactor))
-    services.answerer = ReplayAnswerer(recording, control, services.answerer, redactor)
-    ex = engine.executors
-    ex["script"] = _replay_script(recording, control, ex["script"], redactor)
-    ex["wait"] = _replay_recorded("wait", recording.waits, control, ex.get("wait"),
-                                  lambda out: _restored(redactor, out))
-    if "mcp" in ex:
-        ex["mcp"] = _replay_recorded("mcp", {k: v.get("output", v.get("result"))
-                                            for k, v in recording.mcp.items()},
-                                     control, ex["mcp"], lambda out: _restored(redactor, out))
-    engine.observer = ReplayObserver(recording, control, redactor)
+def replay_hooks(recording: Recording, control: ReplayControl) -> Hooks:
+    """The hooks that make an engine replay `recording` (until `control.live_from`, when
+    given): its observer compares each step and route with the recording, `attach` puts the
+    recorded answers in front of its providers, answerer, scripts, waits and MCP calls, and
+    each sub-workflow child the recording has replays its own recording."""
+    from podium.engine.run import Hooks
 
-    def child_hook(child: Engine, step: str, iteration: int, slot: str) -> None:
+    def attach(engine: Engine) -> None:
+        services = engine.services
+        redactor = engine.bus.redactor
+        services.providers = ProviderRegistry(
+            override=ReplayProvider(recording, control, services.providers, redactor))
+        services.answerer = ReplayAnswerer(recording, control, services.answerer, redactor)
+        ex = engine.executors
+        ex["script"] = _replay_script(recording, control, ex["script"], redactor)
+        ex["wait"] = _replay_recorded("wait", recording.waits, control, ex.get("wait"),
+                                      lambda out: _restored(redactor, out))
+        if "mcp" in ex:
+            ex["mcp"] = _replay_recorded("mcp", {k: v.get("output", v.get("result"))
+                                                for k, v in recording.mcp.items()},
+                                         control, ex["mcp"], lambda out: _restored(redactor, out))
+
+    def child(step: str, iteration: int, slot: str) -> Hooks | None:
         sub = recording.children.get((step, iteration, slot))
-        if sub is not None and not control.live:
-            attach_replay(child, sub, ReplayControl())
+        if sub is None or control.live:
+            return None
+        return replay_hooks(sub, ReplayControl())
 
-    engine.child_hook = child_hook
-
+    return Hooks(ReplayObserver(recording, control), child, attach)

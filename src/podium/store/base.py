@@ -134,42 +134,19 @@ class GateRecord:
     answered_at: float | None = None
 
 
-class RunStore(Protocol):
-    """What podium needs from a run store; tests/store_conformance.py pins the behaviour.
-    SQLite (store/sqlite.py) and PostgreSQL (store/postgres.py) implement it; app/home.py's
-    open_store() picks one."""
+class RunLog(Protocol):
+    """Committing a run: its row, its events (a step's events wait for the checkpoint that
+    completes it, and commit with it), its options, what its steps stream live."""
 
     # the secrets of the runs this process advances: never written (make_engine shares the
     # run's redactor with its store)
     redactor: Redactor
 
-    @property
-    def where(self) -> str:
-        """The store as messages name it: its file, or its URL without the password."""
-        ...
-
-    @property
-    def folder(self) -> Path:
-        """The local folder kept beside the store: the runs' own files (their JSONL logs)."""
-        ...
-
     def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
         """Record a new run; with `owner`, leased to it in the same transaction."""
         ...
 
-    def get_run(self, run_id: str) -> RunRecord: ...
-
-    def find_run(self, prefix: str) -> RunRecord: ...
-
-    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
-                  workflow: str | None = None,
-                  limit: int = 50, parent: str | None = None) -> list[RunRecord]: ...
-
     def update_run(self, run_id: str, **fields: Any) -> None: ...
-
-    def run_options(self, run_id: str) -> dict[str, Any]:
-        """The run's options alone, without parsing the rest of its row."""
-        ...
 
     def change_run_options(self, run_id: str,
                            change: Callable[[dict[str, Any]], dict[str, Any]]
@@ -179,31 +156,6 @@ class RunStore(Protocol):
         ...
 
     def append_event(self, event: Event) -> None: ...
-
-    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]: ...
-
-    def history(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        """The run's committed events after `after_seq`, typed (events/model.py's union);
-        StoreError naming the event when one cannot be read back."""
-        ...
-
-    def latest_checkpoint(self, run_id: str) -> Checkpoint | None: ...
-
-    def open_gate(self, gate: GateRecord) -> int: ...
-
-    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
-                    answered_by: str) -> None: ...
-
-    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
-        ...
-
-    def withdraw_gates(self, run_id: str) -> list[int]:
-        """Close the run's open gates at once (it is resumed and asks them again)."""
-        ...
-
-    def consume_gate(self, gate_id: int) -> None:
-        """Mark a gate used; inside a run, only together with the step that used it."""
-        ...
 
     def handle(self, event: Event) -> None:
         """The store as an event sink (same as append_event)."""
@@ -232,9 +184,82 @@ class RunStore(Protocol):
         """Remove the run's live row `key`, or all of its live rows."""
         ...
 
+    def commit(self) -> None: ...
+
+
+class RunCatalog(Protocol):
+    """The catalog of runs: finding, listing and reading them, their typed history, their
+    last checkpoint; removing them."""
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its file, or its URL without the password."""
+        ...
+
+    @property
+    def folder(self) -> Path:
+        """The local folder kept beside the store: the runs' own files (their JSONL logs)."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord: ...
+
+    def find_run(self, prefix: str) -> RunRecord: ...
+
+    def list_runs(self, *, status: str | tuple[str, ...] | None = None,
+                  workflow: str | None = None,
+                  limit: int = 50, parent: str | None = None) -> list[RunRecord]: ...
+
+    def run_options(self, run_id: str) -> dict[str, Any]:
+        """The run's options alone, without parsing the rest of its row."""
+        ...
+
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]: ...
+
+    def history(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        """The run's committed events after `after_seq`, typed (events/model.py's union);
+        StoreError naming the event when one cannot be read back."""
+        ...
+
+    def latest_checkpoint(self, run_id: str) -> Checkpoint | None: ...
+
     def live(self, run_id: str) -> dict[str, dict[str, Any]]:
         """The run's live rows by key; empty when nothing streams."""
         ...
+
+    def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
+                    statuses: tuple[str, ...] = ()) -> int:
+        """Remove these runs and everything kept with them in one transaction (all of them,
+        or none); how many runs were removed. With `unless_owned`, `run_ids` is one run and
+        its sub-workflow runs, the run first: nothing is removed when, inside the
+        transaction, a lease on it that `unless_owned` says is alive is held (a resume has
+        it), or, with `statuses`, its status is not one of them; a lease taken after the
+        removal finds no run (RunNotFound)."""
+        ...
+
+
+class GateBook(Protocol):
+    """The gates runs park at: opened by the run, answered by a person, consumed by the step
+    that used the answer, withdrawn when the run is resumed (asked again)."""
+
+    def open_gate(self, gate: GateRecord) -> int: ...
+
+    def answer_gate(self, gate_id: int, answer: str, additional_input: dict[str, str],
+                    answered_by: str) -> None: ...
+
+    def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
+        ...
+
+    def withdraw_gates(self, run_id: str) -> list[int]:
+        """Close the run's open gates at once (it is resumed and asks them again)."""
+        ...
+
+    def consume_gate(self, gate_id: int) -> None:
+        """Mark a gate used; inside a run, only together with the step that used it."""
+        ...
+
+
+class Leases(Protocol):
+    """Which process advances a run, and whether it is still alive (app/owners.py)."""
 
     def acquire_lease(self, run_id: str, owner: Owner, alive: Liveness) -> Lease:
         """Take the run for `owner`, atomically; raise RunOwned when another owner that
@@ -252,16 +277,11 @@ class RunStore(Protocol):
 
     def leases(self) -> list[Lease]: ...
 
-    def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
-                    statuses: tuple[str, ...] = ()) -> int:
-        """Remove these runs and everything kept with them in one transaction (all of them,
-        or none); how many runs were removed. With `unless_owned`, `run_ids` is one run and
-        its sub-workflow runs, the run first: nothing is removed when, inside the
-        transaction, a lease on it that `unless_owned` says is alive is held (a resume has
-        it), or, with `statuses`, its status is not one of them; a lease taken after the
-        removal finds no run (RunNotFound)."""
-        ...
 
-    def commit(self) -> None: ...
+class RunStore(RunLog, RunCatalog, GateBook, Leases, Protocol):
+    """What podium needs from a run store, the composition of its roles (each consumer is
+    typed against the role it uses where it uses one); tests/store_conformance.py pins the
+    behaviour. SQLite (store/sqlite.py) and PostgreSQL (store/postgres.py) implement it;
+    app/home.py's open_store() picks one."""
 
     def close(self) -> None: ...

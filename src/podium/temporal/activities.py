@@ -24,7 +24,7 @@ from temporalio import activity
 from podium.temporal.workflow import ADVANCE, END, MEMBER, PARK
 
 if TYPE_CHECKING:
-    from podium.engine.run import Engine, RunResult
+    from podium.app.durable import StoredEngine as Engine
     from podium.store.base import RunStore
 
 T = TypeVar("T")
@@ -40,72 +40,18 @@ def _store() -> RunStore:
     return store
 
 
-_LOADED: dict[str, Any] = {}  # workflows this worker loaded and checked, by path and hash
-
-
-def _engine_of(store: RunStore, run_id: str, *, withdraw: bool) -> tuple[Engine, str | None]:
-    """The run's engine as its last commit left it (what `podium resume` would run)."""
-    from podium.app.runs import ResumeRequest, rebuild_engine
-
-    run = store.get_run(run_id)
-    if len(_LOADED) > 64:
-        _LOADED.clear()
-    engine, start = rebuild_engine(store, run, ResumeRequest(run_id, interactive=False), [],
-                                   withdraw=withdraw, loaded=_LOADED)
-    from podium.events.sinks.jsonl import JsonlSink
-
-    # no per-run JSONL copy: each worker would write its part, numbered by its own bus
-    engine.bus.sinks = [s for s in engine.bus.sinks if not isinstance(s, JsonlSink)]
-    timeout = engine.workflow.workflow.limits.timeout_seconds
-    if timeout:  # the run's timeout counts from its start, whichever worker runs it
-        left = timeout - (time.time() - run.created_at)
-        engine.outer_deadline = engine.clock.monotonic() + left
-    return engine, start
-
-
-def _described(result: RunResult) -> dict[str, Any]:
-    """What the workflow needs to know of how an advance ended."""
-    hand = result.handoff
-    if hand is not None and hand.group is not None:
-        return {"kind": "fan_out", "group": hand.group, "members": list(hand.members),
-                "max_concurrent": hand.max_concurrent, "fail_fast": hand.fail_fast}
-    if hand is not None:
-        return {"kind": "next", "node": hand.next_node}
-    if result.status == "waiting":
-        return {"kind": "waiting"}
-    return {"kind": "finished", "status": result.status, "exit_code": result.exit_code}
-
-
 def advance_one(run_id: str, mode: str, cancel: threading.Event,
                 attempt: int = 1) -> dict[str, Any]:
     """Run the run's next node (mode "raise": a group hands its members out) or aggregate
-    the group its members finished (mode "gather"), committing it and its route."""
-    from podium.app.launch import advance
-    from podium.errors import PodiumError
+    the group its members finished (mode "gather"), committing it and its route: one
+    `Engine.advance` (app/durable.py), the operation a local run repeats."""
+    from podium.app.durable import advance_stored
 
     store = _store()
     try:
-        status = store.get_run(run_id).status
-        if status not in ("running", "waiting"):  # ended meanwhile (stopped, timed out)
-            return {"kind": "finished", "status": status, "exit_code": None}
-        try:
-            engine, start = _engine_of(store, run_id, withdraw=True)
-        except PodiumError as exc:
-            return end_run(run_id, "error", str(exc), exc.exit_code)
-        engine.one_node = True
-        engine.fan_out = mode
-        first = store.get_run(run_id).last_seq == 0
-        engine.announce = first or status == "waiting"  # started, or resumed after a gate
-        engine.resumed = not first
-        engine.services.cancel = cancel
-        if attempt > 1 and not first:  # it goes on from what the last attempt committed
-            from podium.events.model import ActivityRetried
-
-            engine.bus.emit(ActivityRetried(
-                step=start or "", activity=ADVANCE, attempt=attempt,
-                reason="its worker stopped heartbeating (killed, or cut off) before it "
-                "reported; the run goes on from its last commit"))
-        return _described(advance(engine, store, start))
+        return advance_stored(store, run_id, mode, cancel=cancel, attempt=attempt,
+                              activity=ADVANCE, unbuildable=lambda exc: end_run(
+                                  run_id, "error", str(exc), exc.exit_code))
     finally:
         store.close()
 
@@ -137,8 +83,10 @@ class Members:
             key = (run_id, cp.seq if cp is not None else 0)
             found = self._kept.get(key)
             if found is None:
+                from podium.app.durable import engine_of
+
                 store = _store()
-                engine, _ = _engine_of(store, run_id, withdraw=False)
+                engine, _ = engine_of(store, run_id, withdraw=False)
                 found = self._kept[key] = _Kept(engine, store)
                 while len(self._kept) > self._keep:
                     _, old = self._kept.popitem(last=False)
@@ -148,7 +96,7 @@ class Members:
 
     def run(self, run_id: str, group: str, label: str, attempt: int,
             cancel: threading.Event) -> str:
-        from podium.engine.groups import group_members, run_member
+        from podium.app.durable import members_of, run_member
         from podium.errors import StepError
 
         kept = self._kept_for(run_id)
@@ -161,7 +109,7 @@ class Members:
         with self._lock:
             members = kept.members.get(group)
             if members is None:
-                members = kept.members[group] = group_members(kept.engine, group)
+                members = kept.members[group] = members_of(kept.engine, group)
         member = members.get(label)
         if member is None:
             raise StepError(f"group '{group}' has no member '{label}' now", step=group)
@@ -171,12 +119,10 @@ class Members:
     def _committed(kept: _Kept, group: str, label: str, attempt: int) -> str | None:
         """A retried member: its outcome when it had committed before its worker died
         (nothing runs twice), else None (it runs again). Either way an event says so."""
-        from podium.engine.history import unfinished_group
+        from podium.app.durable import committed_member
         from podium.events.model import ActivityRetried
 
-        inside = unfinished_group(kept.store.events(kept.engine.run_id))
-        done = inside[1] if inside is not None and inside[0] == group else {}
-        event = done.get(label)
+        event = committed_member(kept.store, kept.engine.run_id, group, label)
         kept.engine.bus.emit(ActivityRetried(
             step=label, activity=MEMBER, attempt=attempt, reused=event is not None,
             reason="its worker stopped heartbeating (killed, or cut off) before it reported"))

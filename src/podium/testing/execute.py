@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from podium.clock import FakeClock
-from podium.engine.run import Engine, RunResult
+from podium.engine.run import Engine, RunConfig, RunResult
 from podium.errors import PodiumError, RunError, StepError
 from podium.events.model import ParseRecovery, RouteTaken, ScriptOutput, StepStarted
 from podium.events.redact import Redactor
@@ -135,10 +135,10 @@ def run_test(test: LoadedTest) -> TestRun:
     wf = test.workflow
     engine = Engine(wf.model, wf.path, inputs=dict(test.inputs),
                     providers=ProviderRegistry(provider), answerer=answerer,
-                    options=RunOptions(), clock=clock, run_id=f"test-{test.index + 1}")
+                    options=RunOptions(), clock=clock, run_id=f"test-{test.index + 1}",
+                    config=RunConfig(executors={"script": stubs}))
     if case.max_iterations is not None:
         engine.state.max_iterations = case.max_iterations
-    engine.executors["script"] = stubs
     sink = MemorySink()
     engine.bus.add(sink)
     started = time.perf_counter()
