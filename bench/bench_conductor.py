@@ -48,8 +48,16 @@ from _cold_paths import (
     podium_paths,
     write_workflows,
 )
-from _common import PODIUM, PYTHON, eprint, machine_info, md_table, run_child, wait_for_quiet, \
-    write_json
+from _common import (
+    PODIUM,
+    PYTHON,
+    eprint,
+    machine_info,
+    md_table,
+    run_child,
+    wait_for_quiet,
+    write_json,
+)
 
 DEFAULT_CONDUCTOR = "/tmp/conductor-venv/bin/conductor"
 LIBS = "import pydantic, jinja2, typer, ruamel.yaml"
@@ -117,7 +125,8 @@ def main() -> None:
     if c:
         for label in ["--help", "validate article", f"validate linear-{BIG}", "run two-step"]:
             pm, cm = p.median(label), c.median(label)
-            assert pm and cm
+            assert pm
+            assert cm
             verdicts.append({"target": f"{label}: Conductor / podium >= {TARGET_RATIO:g}",
                              "ratio": round(cm / pm, 2), "pass": cm / pm >= TARGET_RATIO})
         for key, pv in ps.items():
@@ -126,7 +135,8 @@ def main() -> None:
                              "ratio": round(cv / pv, 2) if pv > 0 else None,
                              "pass": pv > 0 and cv / pv >= TARGET_RATIO})
     libs, article = p.median("libraries"), p.median("validate article")
-    assert libs and article
+    assert libs
+    assert article
     verdicts.append({"target": f"validate article within {LIBS_TARGET}x of its libraries' import",
                      "ratio": round(article / libs, 3), "pass": article / libs <= LIBS_TARGET})
 

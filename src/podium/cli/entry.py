@@ -29,15 +29,21 @@ def main() -> None:
 
 
 def print_stored_help() -> bool:
-    """`podium --help` on a terminal of 80 columns or more: print the text typer renders
-    there (podium.cli.help_text, generated, checked by a test) without importing typer and
-    every command's module, four fifths of the command's time. False (nothing printed) on
-    a narrower terminal, where typer wraps the text to fit."""
+    """`podium --help` (or `python -m podium --help`) on a terminal of 80 columns or more:
+    print the text typer renders there (podium.cli.help_text, generated, checked by a test)
+    without importing typer and every command's module, four fifths of the command's time.
+    False (nothing printed) on a narrower terminal, where typer wraps the text to fit, and
+    under another program name."""
+    program = os.path.basename(sys.argv[0])
+    if program == "__main__.py" and os.path.basename(os.path.dirname(sys.argv[0])) == "podium":
+        program = "python -m podium"  # what click names `python -m podium`
+    elif program != "podium":
+        return False  # a renamed script: typer names it
     if _columns() < 80:
         return False
     from podium.cli.help_text import HELP
 
-    sys.stdout.write(HELP)
+    sys.stdout.write(HELP.replace("Usage: podium ", f"Usage: {program} ", 1))
     sys.stdout.flush()
     return True
 
