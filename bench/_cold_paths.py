@@ -107,7 +107,7 @@ class Cmd:
 def podium_paths(names: Sequence[str] | None = None) -> list[Cmd]:
     """podium's side of every path (names: a subset of labels, in this order)."""
     paths = [
-        Cmd("--help", lambda exe, f: [exe, "--help"]),
+        Cmd("help", lambda exe, f: [exe, "--help"]),
         Cmd("validate article", lambda exe, f: [exe, "validate", str(f["article"])]),
         Cmd(f"validate linear-{BIG}", lambda exe, f: [exe, "validate", str(f[f"linear-{BIG}"])]),
         Cmd("run two-step", lambda exe, f: [exe, "run", "-q", str(f["two-step"])]),
@@ -123,7 +123,7 @@ def podium_paths(names: Sequence[str] | None = None) -> list[Cmd]:
 def conductor_paths(names: Sequence[str] | None = None) -> list[Cmd]:
     """Conductor's equivalent of each podium path: `--silent run` is its `run -q`."""
     paths = [
-        Cmd("--help", lambda exe, f: [exe, "--help"]),
+        Cmd("help", lambda exe, f: [exe, "--help"]),
         Cmd("validate article", lambda exe, f: [exe, "validate", str(f["article"])]),
         Cmd(f"validate linear-{BIG}", lambda exe, f: [exe, "validate", str(f[f"linear-{BIG}"])]),
         Cmd("run two-step", lambda exe, f: [exe, "--silent", "run", str(f["two-step"])]),

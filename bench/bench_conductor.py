@@ -123,7 +123,7 @@ def main() -> None:
         rows.append([key + " (ms, slope)", round(pv, 3), round(cv, 3) if cv else "-",
                      f"{ratio:.1f}x" if ratio else "-"])
     if c:
-        for label in ["--help", "validate article", f"validate linear-{BIG}", "run two-step"]:
+        for label in ["help", "validate article", f"validate linear-{BIG}", "run two-step"]:
             pm, cm = p.median(label), c.median(label)
             assert pm
             assert cm
