@@ -32,7 +32,7 @@ def this_host() -> str:
 def process_start(pid: int) -> float | None:
     """The kernel's start time of `pid` (with the pid, a process identity), or None when no
     such process exists."""
-    if sys.platform == "linux":
+    if _PROC:
         return _linux_start(pid)
     import psutil
 
@@ -40,6 +40,9 @@ def process_start(pid: int) -> float | None:
         return float(psutil.Process(pid).create_time())
     except (psutil.Error, OSError, ValueError):
         return None
+
+
+_PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
 
 
 def _linux_start(pid: int) -> float | None:

@@ -305,7 +305,7 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
             names.add(node.target)
         elif isinstance(node, nodes.FromImport):
             names.update(n if isinstance(n, str) else n[1] for n in node.names)
-        else:
+        elif isinstance(node, nodes.Macro):
             names.add(node.name)
     return frozenset(names)
 
