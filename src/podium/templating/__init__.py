@@ -37,6 +37,7 @@ from podium.templating.budget import (
     RenderFailure,
     install,
 )
+from podium.templating.quickparse import quick_parse
 from podium.templating.sandbox import BoundedEnvironment, finalize
 
 __all__ = ["MAX_INT_BITS", "MAX_RENDER_BUILT", "MAX_RENDER_CHARS", "MAX_RENDER_SECONDS",
@@ -205,7 +206,7 @@ class TemplateEngine:
         found = self._parsed.get(source)
         if found is None:
             try:
-                found = self.env.parse(source)
+                found = quick_parse(self.env, source) or self.env.parse(source)
             except TemplateSyntaxError as exc:
                 found = RenderFailure("syntax", exc.message or "syntax error",
                                       lineno=exc.lineno)
