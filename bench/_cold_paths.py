@@ -18,8 +18,8 @@ from gen_workflows import generate
 ARTICLE = REPO / "examples" / "dev-review" / "workflow.yaml"
 BIG = 800
 # loop lengths for the per-step slopes: short and long runs of the same workflow
-SET_STEPS = (10, 210)
-SCRIPT_STEPS = (10, 60)
+SET_STEPS = (10, 410)
+SCRIPT_STEPS = (10, 110)
 TRUE = "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"
 
 TWO_STEP = """\

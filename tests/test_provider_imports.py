@@ -24,7 +24,7 @@ NOT_FOR = {
              "podium.check", "podium.cli.main", "podium.store", "sqlite3", "asyncio"),
     "validate": ("podium.store", "podium.events", "podium.engine", "podium.steps", "sqlite3",
                  "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
-    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata"),
+    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr"),
 }
 
 
