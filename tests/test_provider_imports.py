@@ -24,7 +24,8 @@ NOT_FOR = {
              "podium.check", "podium.cli.main", "podium.store", "sqlite3", "asyncio"),
     "validate": ("podium.store", "podium.events", "podium.engine", "podium.steps", "sqlite3",
                  "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
-    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr"),
+    # attrs: rich.pretty tries it (that attempt is listed too), never loads it (attr._make)
+    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr._make"),
 }
 
 
