@@ -296,7 +296,12 @@ _BINDERS = (nodes.Assign, nodes.AssignBlock, nodes.Import, nodes.FromImport, nod
 
 
 def _bound(tree: nodes.Node) -> frozenset[str]:
-    """Names the template binds anywhere (set, import, from-import, macro): one walk."""
+    """Names the template binds anywhere (set, import, from-import, macro): one walk, and
+    none for a tree without statements (an expression, or a template of text and `{{ }}`
+    only: an expression holds no statement)."""
+    if not isinstance(tree, nodes.Template) or all(isinstance(n, nodes.Output)
+                                                    for n in tree.body):
+        return frozenset()
     names: set[str] = set()
     for node in tree.find_all(_BINDERS):
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
