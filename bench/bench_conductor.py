@@ -92,6 +92,7 @@ def main() -> None:
     if conductor:
         tools["conductor"] = [(p.label, p.argv(conductor, files)) for p in conductor_paths()]
     samples = {tool: Samples() for tool in tools}
+    cpu = {tool: Samples() for tool in tools}
     busy = wait_for_quiet()
     for rnd in range(args.warmups + args.rounds):
         eprint(f"round {rnd + 1}/{args.warmups + args.rounds}"
@@ -106,22 +107,26 @@ def main() -> None:
                     raise SystemExit(f"{tool} {label}: exit code {r.returncode}: {argv}")
                 if rnd >= args.warmups:
                     samples[tool].add(label, r.wall_s * 1000)
+                    cpu[tool].add(label, r.cpu_s * 1000)
 
     rows, verdicts = [], []
     p, c = samples["podium"], samples.get("conductor")
+    pc, cc = cpu["podium"], cpu.get("conductor")
     labels = [label for label, _ in tools["podium"]][:-2]
+
+    def cells(a: float | None, b: float | None, digits: int) -> list[Any]:
+        return [round(a, digits) if a is not None else "-",
+                round(b, digits) if b is not None else "-",
+                f"{b / a:.1f}x" if a and b and a > 0 else "-"]
+
     for label in labels:
-        pm = p.median(label)
-        cm = c.median(label) if c else None
-        ratio = cm / pm if cm and pm else None
-        rows.append([label, round(pm or 0, 1), round(cm, 1) if cm else "-",
-                     f"{ratio:.1f}x" if ratio else "-"])
+        rows.append([label, *cells(p.median(label), c.median(label) if c else None, 1),
+                     *cells(pc.median(label), cc.median(label) if cc else None, 1)])
     ps, cs = p.slopes(), (c.slopes() if c else {})
+    pcs, ccs = pc.slopes(), (cc.slopes() if cc else {})
     for key, pv in ps.items():
-        cv = cs.get(key)
-        ratio = cv / pv if cv and pv > 0 else None
-        rows.append([key + " (ms, slope)", round(pv, 3), round(cv, 3) if cv else "-",
-                     f"{ratio:.1f}x" if ratio else "-"])
+        rows.append([key + " (ms, slope)", *cells(pv, cs.get(key), 3),
+                     *cells(pcs[key], ccs.get(key), 3)])
     if c:
         for label in ["help", "validate article", f"validate linear-{BIG}", "run two-step"]:
             pm, cm = p.median(label), c.median(label)
@@ -147,7 +152,9 @@ def main() -> None:
         "argv": {tool: dict(cmds) for tool, cmds in tools.items()},
         "samples_ms": {tool: s.ms for tool, s in samples.items()},
         "medians_ms": {tool: {k: s.median(k) for k in s.ms} for tool, s in samples.items()},
-        "per_step_ms": {"podium": ps, "conductor": cs}, "targets": verdicts,
+        "per_step_ms": {"podium": ps, "conductor": cs},
+        "cpu_samples_ms": {tool: s.ms for tool, s in cpu.items()},
+        "cpu_per_step_ms": {"podium": pcs, "conductor": ccs}, "targets": verdicts,
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
     out = write_json("conductor.json", results)
@@ -159,11 +166,15 @@ def main() -> None:
           f"CPUs busy before {busy:.0%}; podium {m['git']['head']}"
           f"{' (dirty)' if m['git']['dirty'] else ''}; Conductor: "
           f"{conductor or 'NOT FOUND (podium alone)'}\n")
-    print(md_table(["path", "podium median ms", "Conductor median ms", "Conductor / podium"],
-                   rows))
+    print(md_table(["path", "podium median ms", "Conductor median ms", "Conductor / podium",
+                    "podium CPU ms", "Conductor CPU ms", "CPU Conductor / podium"], rows))
+    print("\nCPU: each child's user + system time (wait4), median; steadier than wall time "
+          "when other work shares the CPUs. The targets below are judged on wall time.")
     print(f"\nlibraries alone (`python -c \"{LIBS}\"`): {libs:.1f} ms; `python -c pass`: "
           f"{p.median('python -c pass'):.1f} ms; validate article / libraries: "
-          f"{article / libs:.2f}")
+          f"{article / libs:.2f} (CPU time: {pc.median('validate article') or 0:.1f} / "
+          f"{pc.median('libraries') or 0:.1f} ms = "
+          f"{(pc.median('validate article') or 0) / (pc.median('libraries') or 1):.2f})")
     print(f"Per-step slopes: set steps {SET_STEPS[0]} → {SET_STEPS[1]}, script steps "
           f"{SCRIPT_STEPS[0]} → {SCRIPT_STEPS[1]} ({'/usr/bin/true'}).\n")
     print("### Targets\n")

@@ -6,7 +6,8 @@ per-step cost of set and script steps through the whole `run`) with REV first on
 and with the tree as it is (uncommitted changes included), alternating run by run (and which
 goes first, round by round), so load drift hits both. Both use one private bytecode cache
 (PYTHONPYCACHEPREFIX in the temp dir, filled by the warm-up rounds), as an install has.
-Prints per path both medians and the ratio tree / REV (above 1: the tree is slower).
+Prints per path both medians and the ratio tree / REV (above 1: the tree is slower), of wall
+time and of the child's CPU time (user + system, from wait4: steadier on a shared machine).
 
 REV defaults to the newest release tag (`git describe --tags --abbrev=0 --match 'v*'`);
 without one it says so and compares with HEAD, which shows what uncommitted changes cost.
@@ -91,6 +92,7 @@ def main() -> None:
     envs = {"rev": {**base, "PYTHONPATH": str(tmp / "rev" / "src")}, "tree": base}
     paths = podium_paths(args.paths)
     samples = {"rev": Samples(), "tree": Samples()}
+    cpu = {"rev": Samples(), "tree": Samples()}
     busy = wait_for_quiet()
     for rnd in range(args.warmups + args.rounds):
         eprint(f"round {rnd + 1}/{args.warmups + args.rounds}"
@@ -105,22 +107,32 @@ def main() -> None:
                                      f"{argv}")
                 if rnd >= args.warmups:
                     samples[side].add(p.label, r.wall_s * 1000)
+                    cpu[side].add(p.label, r.cpu_s * 1000)
 
     rows: list[list[Any]] = []
     for p in paths:
         a, b = samples["rev"].median(p.label), samples["tree"].median(p.label)
+        ca, cb = cpu["rev"].median(p.label), cpu["tree"].median(p.label)
         assert a is not None
         assert b is not None
-        rows.append([p.label, round(a, 1), round(b, 1), f"{b / a:.3f}"])
+        assert ca is not None
+        assert cb is not None
+        rows.append([p.label, round(a, 1), round(b, 1), f"{b / a:.3f}", round(ca, 1),
+                     round(cb, 1), f"{cb / ca:.3f}" if ca > 0 else "-"])
     slopes = {side: s.slopes() for side, s in samples.items()}
+    cpu_slopes = {side: s.slopes() for side, s in cpu.items()}
     for key, a in slopes["rev"].items():
         b = slopes["tree"][key]
+        ca, cb = cpu_slopes["rev"][key], cpu_slopes["tree"][key]
         rows.append([key + " (ms, slope)", round(a, 3), round(b, 3),
-                     f"{b / a:.3f}" if a > 0 else "-"])
+                     f"{b / a:.3f}" if a > 0 else "-", round(ca, 3), round(cb, 3),
+                     f"{cb / ca:.3f}" if ca > 0 else "-"])
     results = {"against": rev, "why": why, "commit": commit, "rounds": args.rounds,
                "warmups": args.warmups, "cpu_busy_before": busy,
                "loadavg": os.getloadavg(),
                "samples_ms": {side: s.ms for side, s in samples.items()},
+               "cpu_samples_ms": {side: s.ms for side, s in cpu.items()},
+               "cpu_per_step_ms": cpu_slopes,
                "medians_ms": {side: {k: statistics.median(v) for k, v in s.ms.items()}
                               for side, s in samples.items()},
                "per_step_ms": slopes, "elapsed_s": round(time.perf_counter() - started, 1)}
@@ -133,7 +145,10 @@ def main() -> None:
     print(f"{args.rounds} interleaved rounds after {args.warmups} warm-ups, cold processes, "
           f"bytecode cached for both; CPUs busy before {busy:.0%}, load average "
           f"{results['loadavg'][0]:.2f}\n")
-    print(md_table(["path", f"{rev} median ms", "tree median ms", "tree / rev"], rows))
+    print(md_table(["path", f"{rev} median ms", "tree median ms", "tree / rev",
+                    f"{rev} CPU ms", "tree CPU ms", "CPU tree / rev"], rows))
+    print("\nCPU: the child's user + system time (wait4), median; steadier than wall time "
+          "when other work shares the CPUs.")
     print(f"\nJSON: {out} · elapsed {results['elapsed_s']} s")
 
 

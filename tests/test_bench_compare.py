@@ -28,10 +28,13 @@ def test_compare_times_the_tree_against_a_revision(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "## The tree against HEAD" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| help |"))
-    rev_ms, tree_ms, ratio = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    rev_ms, tree_ms, ratio, rev_cpu, tree_cpu, _ = (
+        cell.strip() for cell in row.strip("|").split("|")[1:])
     assert float(rev_ms) > 0
     assert float(tree_ms) > 0
     assert abs(float(ratio) - float(tree_ms) / float(rev_ms)) < 0.02
+    assert float(rev_cpu) > 0
+    assert float(tree_cpu) > 0
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["against"] == "HEAD"
     assert len(data["samples_ms"]["rev"]["help"]) == 1
