@@ -78,9 +78,14 @@ def _yaml_load(text: str) -> Any:
     try:
         value = _loader().load(text)
     except YAMLError as exc:
+        _LOADERS.yaml = None  # a failed load may leave anchors behind: the next gets a new one
         raise ValueError(str(exc).splitlines()[0]) from None
     except RecursionError:  # the composer recurses: data from outside may nest 10,000 deep
+        _LOADERS.yaml = None
         raise ValueError(f"it nests deeper than {jsontext.MAX_DEPTH} levels") from None
+    except BaseException:
+        _LOADERS.yaml = None
+        raise
     try:
         jsontext.check_depth(value)
     except jsontext.JsonLimitError as exc:
@@ -91,8 +96,9 @@ def _yaml_load(text: str) -> Any:
 def _loader() -> Any:
     """This thread's YAML loader, made once: a new YAML() per value searched ruamel's folder
     for plug-ins and built its resolvers again (most of a set step's cost). A loader is
-    reusable (load resets its reader and scanner, also after an error) but not shared
-    between threads (group members run set steps in threads of their own)."""
+    reused after a load that succeeded (its composer and constructor start each document
+    afresh), dropped after one that failed, and never shared between threads (group members
+    run set steps in threads of their own)."""
     loader = getattr(_LOADERS, "yaml", None)
     if loader is None:
         from ruamel.yaml import YAML
