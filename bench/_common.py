@@ -29,6 +29,7 @@ class ChildRun:
     wall_s: float
     maxrss_kib: int
     returncode: int
+    cpu_s: float = 0.0  # the child's user + system CPU time (wait4), steadier than wall on a busy machine
 
 
 def run_child(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
@@ -42,7 +43,8 @@ def run_child(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, tell Popen
-    return ChildRun(wall, int(usage.ru_maxrss), proc.returncode)
+    return ChildRun(wall, int(usage.ru_maxrss), proc.returncode,
+                    usage.ru_utime + usage.ru_stime)
 
 
 @dataclass

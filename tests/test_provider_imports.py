@@ -1,18 +1,36 @@
-"""Model SDKs are imported only when an agent uses them: a workflow without agents, `podium
-validate` (even of the article's workflow, budget checks included) and `--help` load none of
-openai, anthropic, mcp or httpx2 (measured with `python -X importtime`)."""
+"""What a command imports is what it uses (issue 33): model SDKs only when an agent uses them,
+and no surface (web, TUI, OpenTelemetry, Temporal, MCP) unless asked for. `podium --help`
+loads neither typer nor podium's language; `podium validate` (even of the article's workflow,
+budget checks included) no run store or event model; a 2-step `run` of set and script steps no
+SDK. Checked on the module list each command loads (`python -X importtime`), never on time."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers_engine import EXAMPLES, cli_env, podium_argv, write
 
-SDKS = ("openai", "anthropic", "mcp", "httpx2", "genai_prices")
+SDKS = ("openai", "anthropic", "mcp", "httpx2", "httpx", "genai_prices")
+# the surfaces and their libraries: each loads only under the command that serves it
+SURFACES = ("starlette", "fastapi", "uvicorn", "h11", "textual", "opentelemetry", "temporalio",
+            "podium.web", "podium.tui", "podium.mcp", "podium.temporal", "podium.telemetry")
+ARTICLE = EXAMPLES / "dev-review" / "workflow.yaml"
+# what each command must not load beyond SDKS and SURFACES (a name forbids its submodules)
+NOT_FOR = {
+    "help": ("typer", "pydantic", "jinja2", "ruamel", "rich", "podium.language",
+             "podium.check", "podium.cli.main", "podium.store", "sqlite3", "asyncio"),
+    "validate": ("podium.store", "podium.events", "podium.engine", "podium.steps", "sqlite3",
+                 "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
+    # attrs: rich.pretty tries it (that attempt is listed too), never loads it (attr._make)
+    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr._make"),
+}
 
 
 def imported(tmp_path: Path, *args: str | Path) -> set[str]:
+    """Every module `python -m podium ARGS` imports (full dotted names)."""
     argv = podium_argv(*args)
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]],
                           env=cli_env(tmp_path / "home"), stdin=subprocess.DEVNULL,
@@ -20,14 +38,19 @@ def imported(tmp_path: Path, *args: str | Path) -> set[str]:
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = set()
     for line in proc.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            names.add(line.rsplit("|", 1)[1].strip())
     assert "podium" in names
     return names
 
 
-def test_a_workflow_without_agents_imports_no_model_sdk(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+def loaded(names: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    """The modules of `names` that are, or sit under, one of `forbidden`."""
+    return sorted(n for n in names for f in forbidden if n == f or n.startswith(f + "."))
+
+
+def scripted_two_step(tmp_path: Path) -> Path:
+    return write(tmp_path, """
         workflow:
           name: scripts-only
           entry_point: hello
@@ -40,10 +63,35 @@ def test_a_workflow_without_agents_imports_no_model_sdk(tmp_path: Path) -> None:
             routes: [{to: done}]
           - {name: done, type: set, value: "{{ hello.output.ok }}"}
     """)
-    assert not set(SDKS) & imported(tmp_path, "run", path)
+
+
+def test_a_workflow_without_agents_imports_no_model_sdk(tmp_path: Path) -> None:
+    names = imported(tmp_path, "run", scripted_two_step(tmp_path))
+    assert not {n.split(".")[0] for n in names} & set(SDKS)
 
 
 def test_validate_and_help_import_no_model_sdk(tmp_path: Path) -> None:
-    assert not set(SDKS) & imported(tmp_path, "validate", EXAMPLES / "dev-review" /
-                                    "workflow.yaml")
-    assert not set(SDKS) & imported(tmp_path, "--help")
+    tops = {n.split(".")[0] for n in imported(tmp_path, "validate", ARTICLE)}
+    assert not set(SDKS) & tops
+    assert not set(SDKS) & {n.split(".")[0] for n in imported(tmp_path, "--help")}
+
+
+@pytest.mark.parametrize("command", ["help", "validate", "run"])
+def test_a_command_imports_only_what_it_uses(tmp_path: Path, command: str) -> None:
+    args: tuple[str | Path, ...] = {
+        "help": ("--help",), "validate": ("validate", ARTICLE),
+        "run": ("run", "-q", scripted_two_step(tmp_path)),
+    }[command]
+    names = imported(tmp_path, *args)
+    assert loaded(names, SDKS + SURFACES + NOT_FOR[command]) == []
+    # and it does load what it needs, so that an empty list above means something
+    needs = {"help": ["podium.cli.help_text"],
+             "validate": ["podium.language.model", "podium.check.semantic", "jinja2"],
+             "run": ["podium.engine.run", "podium.store.sqlite", "podium.events.model"]}
+    assert [n for n in needs[command] if n not in names] == []
+
+
+def test_the_checker_sees_a_forbidden_module(tmp_path: Path) -> None:
+    """The module list is real: a command that uses the run store shows it."""
+    names = imported(tmp_path, "runs")
+    assert loaded(names, NOT_FOR["validate"])

@@ -133,3 +133,48 @@ def test_a_command_run_alone_keeps_its_usage_and_errors() -> None:
                           prog_name="podium")
     assert wrong.exit_code == 2
     assert "No such option: --nope" in wrong.output
+
+
+def _help(columns: str, console_script: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**cli_env(Path("/nonexistent-podium-home")), "COLUMNS": columns}
+    argv = [str(Path(sys.executable).parent / "podium"), "--help"] if console_script \
+        else podium_argv("--help")
+    return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_the_stored_help_is_what_typer_renders() -> None:
+    """podium.cli.help_text is generated; when a command or root option changes, this fails
+    until `scripts/gen_help_text.py` is run again."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        import gen_help_text
+    finally:
+        sys.path.pop(0)
+    from podium.cli.help_text import HELP
+
+    assert gen_help_text.render() == HELP, "run scripts/gen_help_text.py"
+    assert "Commands:" in HELP
+    assert "  validate " in HELP
+
+
+def test_help_prints_the_stored_text_on_a_wide_terminal_and_asks_typer_on_a_narrow_one() -> None:
+    from podium.cli.help_text import HELP
+
+    for columns in ("80", "200"):
+        script = _help(columns, console_script=True)
+        assert (script.returncode, script.stdout, script.stderr) == (0, HELP, "")
+        module = _help(columns)  # click calls it `python -m podium`
+        assert module.returncode == 0
+        assert module.stdout == HELP.replace("Usage: podium", "Usage: python -m podium", 1)
+    narrow = _help("60")  # typer wraps to the terminal: not the stored text
+    assert narrow.returncode == 0
+    assert narrow.stdout.startswith("Usage: python -m podium [OPTIONS] COMMAND [ARGS]...")
+    assert "Commands:" in narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 60
+    wide_typer = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.argv = ['podium', '--help']\n"
+         "from podium.cli.process import main\nmain()"],
+        env={**cli_env(Path("/nonexistent-podium-home")), "COLUMNS": "120"},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False)
+    assert wide_typer.stdout == HELP  # typer itself at 120 columns: what is stored

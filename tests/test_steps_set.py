@@ -226,3 +226,16 @@ def test_each_execution_overwrites_the_stored_value_and_counts(tmp_path: Path) -
     assert run.output == {"n": 4}
     assert run.result.iterations == 4
     assert [r.output for r in run.engine.state.records] == [1, 2, 3, 4]
+
+
+def test_a_failed_yaml_value_leaves_nothing_for_the_next_one() -> None:
+    """The set step reuses its thread's YAML loader: after a value that failed to load (an
+    anchor defined, then a syntax error), the next value does not see that anchor."""
+    from podium.steps.set_step import coerce
+
+    assert coerce("a: &x 1\nb: [1", "auto", "v") == "a: &x 1\nb: [1"  # not YAML: the text
+    assert coerce("*x", "auto", "v") == "*x"  # an undefined alias, not 1
+    assert coerce("a: &y 2\nb: *y", "auto", "v") == {"a": 2, "b": 2}
+    assert coerce("[1, 2]", "list", "v") == [1, 2]
+    assert coerce("-17", "auto", "v") == -17
+    assert coerce("007", "auto", "v") == 7  # YAML's reading, not the plain-integer shortcut

@@ -4,7 +4,6 @@ already run an event loop (the console's)."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -15,6 +14,8 @@ T = TypeVar("T")
 def run_to_end(coro: Coroutine[Any, Any, T], name: str) -> T:
     """`coro`'s result (or what it raised), on a private event loop: in this thread when it
     runs none, else in a thread of its own called `name`, waited for."""
+    import asyncio  # lazily: a run without an async SDK never needs it
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

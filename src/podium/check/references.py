@@ -292,15 +292,30 @@ def collect_refs(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
         raise RenderFailure("syntax", TOO_DEEP) from None
 
 
+_BINDERS = (nodes.Assign, nodes.AssignBlock, nodes.Import, nodes.FromImport, nodes.Macro)
+
+
+def _bound(tree: nodes.Node) -> frozenset[str]:
+    """Names the template binds anywhere (set, import, from-import, macro): one walk, and
+    none for a tree without statements (an expression, or a template of text and `{{ }}`
+    only: an expression holds no statement)."""
+    if not isinstance(tree, nodes.Template) or all(isinstance(n, nodes.Output)
+                                                    for n in tree.body):
+        return frozenset()
+    names: set[str] = set()
+    for node in tree.find_all(_BINDERS):
+        if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
+            names.update(_target_names(node.target))
+        elif isinstance(node, nodes.Import):
+            names.add(node.target)
+        elif isinstance(node, nodes.FromImport):
+            names.update(n if isinstance(n, str) else n[1] for n in node.names)
+        elif isinstance(node, nodes.Macro):
+            names.add(node.name)
+    return frozenset(names)
+
+
 def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
-    targets = [a.target for a in tree.find_all(nodes.Assign)]
-    targets += [a.target for a in tree.find_all(nodes.AssignBlock)]
-    assigned = frozenset(n for t in targets for n in _target_names(t))
-    imported = frozenset(i.target for i in tree.find_all(nodes.Import))
-    from_imported = frozenset(
-        (n if isinstance(n, str) else n[1]) for i in tree.find_all(nodes.FromImport)
-        for n in i.names)
-    macros = frozenset(m.name for m in tree.find_all(nodes.Macro))
     collector = _Collector()
-    collector.visit(tree, assigned | imported | from_imported | macros, frozenset())
+    collector.visit(tree, _bound(tree), frozenset())
     return collector.refs, collector.used

@@ -398,12 +398,19 @@ def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath) -> None:
                 for key in obj.model_extra:
                     result.warning((*path, key), f"unknown key '{key}' is ignored",
                                    did_you_mean(key, known), code="unknown-key")
+            # only what can hold a model is walked: scalars (most fields) are skipped here
+            # rather than pushed with a path of their own
             for name, f in type(obj).model_fields.items():
-                stack.append((getattr(obj, name), (*path, f.alias or name)))
+                value = getattr(obj, name)
+                if isinstance(value, _NESTS):
+                    stack.append((value, (*path, f.alias or name)))
         elif isinstance(obj, dict):
-            stack.extend((v, (*path, k)) for k, v in obj.items())
+            stack.extend((v, (*path, k)) for k, v in obj.items() if isinstance(v, _NESTS))
         elif isinstance(obj, list):
-            stack.extend((v, (*path, i)) for i, v in enumerate(obj))
+            stack.extend((v, (*path, i)) for i, v in enumerate(obj) if isinstance(v, _NESTS))
+
+
+_NESTS = (BaseModel, dict, list)
 
 
 __all__ = ["FileUnreadable", "LoadResult", "load_workflow"]

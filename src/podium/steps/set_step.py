@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
+import threading
 from typing import Any
 
 from podium import jsontext
@@ -16,6 +18,9 @@ from podium.steps.schema import SchemaViolation, check_value
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
 _NULLS = {"null", "~", "Null", "NULL"}
+# a decimal integer YAML 1.2 reads as that int (no sign +, leading zero, `_` or base prefix)
+_PLAIN_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_LOADERS = threading.local()
 
 
 def coerce(text: str, output_type: str, label: str) -> Any:
@@ -56,6 +61,8 @@ def coerce(text: str, output_type: str, label: str) -> Any:
     # auto
     if not stripped:
         return ""
+    if _PLAIN_INT.fullmatch(stripped):  # what YAML reads it as, without a YAML parser
+        return int(stripped)
     try:
         value = _yaml_load(text)  # as Conductor: YAML reads the text's own indentation
     except ValueError:
@@ -66,20 +73,38 @@ def coerce(text: str, output_type: str, label: str) -> Any:
 
 
 def _yaml_load(text: str) -> Any:
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     try:
-        value = YAML(typ="safe", pure=True).load(text)
+        value = _loader().load(text)
     except YAMLError as exc:
+        _LOADERS.yaml = None  # a failed load may leave anchors behind: the next gets a new one
         raise ValueError(str(exc).splitlines()[0]) from None
     except RecursionError:  # the composer recurses: data from outside may nest 10,000 deep
+        _LOADERS.yaml = None
         raise ValueError(f"it nests deeper than {jsontext.MAX_DEPTH} levels") from None
+    except BaseException:
+        _LOADERS.yaml = None
+        raise
     try:
         jsontext.check_depth(value)
     except jsontext.JsonLimitError as exc:
         raise ValueError(f"it {exc}") from None
     return value
+
+
+def _loader() -> Any:
+    """This thread's YAML loader, made once: a new YAML() per value searched ruamel's folder
+    for plug-ins and built its resolvers again (most of a set step's cost). A loader is
+    reused after a load that succeeded (its composer and constructor start each document
+    afresh), dropped after one that failed, and never shared between threads (group members
+    run set steps in threads of their own)."""
+    loader = getattr(_LOADERS, "yaml", None)
+    if loader is None:
+        from ruamel.yaml import YAML
+
+        loader = _LOADERS.yaml = YAML(typ="safe", pure=True)
+    return loader
 
 
 def _json_safe(value: Any, label: str) -> Any:

@@ -37,6 +37,7 @@ from podium.templating.budget import (
     RenderFailure,
     install,
 )
+from podium.templating.quickparse import quick_parse
 from podium.templating.sandbox import BoundedEnvironment, finalize
 
 __all__ = ["MAX_INT_BITS", "MAX_RENDER_BUILT", "MAX_RENDER_CHARS", "MAX_RENDER_SECONDS",
@@ -86,6 +87,7 @@ class TemplateEngine:
         enable_partials(self.env, [*([root] if root else []),
                                    *(Path(f).parent for f in self.files)])
         self._cache: dict[tuple[str, bool], Compiled] = {}
+        self._parsed: dict[str, nodes.Template | RenderFailure] = {}
         self._compiling = threading.Lock()
 
     def compile(self, source: str) -> Compiled:
@@ -196,14 +198,24 @@ class TemplateEngine:
         return value
 
     def parse(self, source: str) -> nodes.Template:
-        """The Jinja AST of a template (for static checks); raises RenderFailure on syntax."""
-        try:
-            return self.env.parse(source)
-        except TemplateSyntaxError as exc:
-            raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
-                from None
-        except RecursionError:
-            raise RenderFailure("syntax", TOO_DEEP) from None
+        """The Jinja AST of a template (for static checks); raises RenderFailure on syntax.
+
+        Parsed once per text: several checks walk the same template (references, enums,
+        partials, loops), and parsing is most of what `validate` spends on a template. The
+        tree is shared, so callers only read it."""
+        found = self._parsed.get(source)
+        if found is None:
+            try:
+                found = quick_parse(self.env, source) or self.env.parse(source)
+            except TemplateSyntaxError as exc:
+                found = RenderFailure("syntax", exc.message or "syntax error",
+                                      lineno=exc.lineno)
+            except RecursionError:
+                found = RenderFailure("syntax", TOO_DEEP)
+            self._parsed[source] = found
+        if isinstance(found, RenderFailure):  # a fresh one: the stored one keeps no frames
+            raise RenderFailure(found.kind, str(found), lineno=found.lineno)
+        return found
 
     def parse_expression(self, source: str) -> nodes.Expr:
         """The Jinja AST of a bare expression."""

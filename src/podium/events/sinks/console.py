@@ -4,6 +4,7 @@ never interpreted as markup (rich's markup is off, and every value goes in as `T
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, TextIO
 
 from podium.events.model import (
@@ -58,12 +59,31 @@ _QUIET = frozenset({"step_started", "step_finished", "checkpoint", "prompt_rende
                     "model_exchange"})
 
 
+def _rich_console() -> Any:
+    """rich's Console class, imported without attrs when nothing loaded attrs yet.
+
+    rich.console imports rich.pretty, which imports attrs (when installed) only to pretty-print
+    attrs classes, which podium never prints: a tenth of rich's import, in every run. attrs
+    reads as absent while rich.pretty loads and is importable as usual afterwards."""
+    if "attr" in sys.modules or "rich.pretty" in sys.modules:
+        from rich.console import Console
+
+        return Console
+    sys.modules["attr"] = None  # type: ignore[assignment]  # import attr: ImportError
+    try:
+        from rich.console import Console
+    finally:
+        if sys.modules.get("attr") is None and "attr" in sys.modules:
+            del sys.modules["attr"]
+    return Console
+
+
 class ConsoleSink:
     """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
 
     def __init__(self, stream: TextIO, verbosity: int = 1, color: bool | None = None,
                  after_start: list[str] | None = None) -> None:
-        from rich.console import Console
+        Console = _rich_console()
 
         self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
                                force_terminal=color, no_color=color is False, soft_wrap=True)

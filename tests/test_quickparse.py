@@ -1,0 +1,137 @@
+"""podium.templating.quickparse builds the tree Jinja's parser builds (every node, field and
+line number) for the templates it takes, and declines every other one."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jinja2 import nodes
+from ruamel.yaml import YAML
+
+from podium.templating import RenderFailure, TemplateEngine, make_environment
+from podium.templating.quickparse import quick_parse
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = make_environment()
+
+
+def _same(a: Any, b: Any, where: str = "tree") -> None:
+    """a and b are the same tree: types, fields and line numbers, all the way down."""
+    if isinstance(a, list):
+        assert isinstance(b, list), where
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+        return
+    if not isinstance(a, nodes.Node):
+        assert a == b, where
+        assert type(a) is type(b), where
+        return
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    assert a.lineno == b.lineno, f"{where}: line {a.lineno} != {b.lineno}"
+    assert a.environment is b.environment, where
+    for (name, x), (_, y) in zip(a.iter_fields(), b.iter_fields(), strict=True):
+        _same(x, y, f"{where}.{name}")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _corpus_templates() -> list[str]:
+    """Every string holding `{{` in the examples' and the test corpus's workflows."""
+    found: set[str] = set()
+    yaml = YAML(typ="safe", pure=True)
+    for folder in (REPO / "examples", REPO / "tests" / "corpus"):
+        for path in sorted(folder.rglob("*.yaml")):
+            try:
+                data = yaml.load(path.read_text(encoding="utf-8"))
+            except Exception:  # hostile or broken files are part of the corpus
+                continue
+            found.update(s for s in _strings(data) if "{{" in s)
+    return sorted(found)
+
+
+EDGES = [
+    "{{ a }}", "{{a}}", "x{{ a.b }}y", "{{ a.b.c }}\n", "line 1\nline 2 {{ s.output.x }}\n",
+    "{{\n  a.b\n}} and {{ c }}", "\n\n{{ a }}\n{{ b.c }}\n\n", "{{ a }}{{ b }}", "\t{{ a }}\t",
+    "{{ true }}", "{{ none.x }}", "{{ a.true }}", "{{ not }}", "{{ a.0 }}", "{{ a['b'] }}",
+    "{{ a | upper }}", "{{ a.b() }}", "{{- a }}", "{{ a -}}", "{% if a %}x{% endif %}",
+    "{# c #}{{ a }}", "}} {{ a }}", "{ {{ a }}", "{{ a }} }", "a\r\n{{ b }}", "{{ a }", "{{ }}",
+    "{{ a. b }}", "{{ a .b }}", "{{ é }}", "plain text", "", "{{ a\r}}",
+    "{{ a.b >= 0.5 }}", "{{ a.b == 0 }}", "{{ a.b != 'x' }}", '{{ a == "y z" }}', "{{ a<b.c }}",
+    "{{ a > 1 }}", "{{ a <= 10 }}", "{{ a == true }}", "{{ a == None }}", "{{ a == -1 }}",
+    "{{ a == 1.5.x }}", "{{ a == 01 }}", "{{ a == 1e3 }}", "{{ a == 1_0 }}", "{{ a ==\n 1 }}",
+    "{{ a\n == 1 }}", "{{ a == b == c }}", "{{ a == 'it''s' }}", "{{ a == 'x\\n' }}",
+    "{{ true == a }}", "{{ a == not }}", "{{ a == 'é' }}", "{{ a.b==0 }}", "x {{ a >= 1 }} y",
+]
+
+
+@pytest.mark.parametrize("source", EDGES)
+def test_quick_parse_gives_jinjas_tree_or_declines(source: str) -> None:
+    quick = quick_parse(ENV, source)
+    if quick is None:
+        return
+    _same(quick, ENV.parse(source))
+
+
+def test_the_corpus_templates_parse_alike() -> None:
+    templates = _corpus_templates()
+    assert len(templates) > 200
+    taken = 0
+    for source in templates:
+        quick = quick_parse(ENV, source)
+        if quick is not None:
+            taken += 1
+            _same(quick, ENV.parse(source), repr(source))
+    assert taken > 50  # the fast path is the common one
+
+
+def test_generated_templates_parse_alike() -> None:
+    rng = random.Random(33)
+    pieces = ["", "text ", "\n", "  ", "a: ", "x.y ", "#", "%", "-", "'\"", "\t", "é"]
+    names = ["a", "s0001", "output", "summary", "_x", "workflow", "input", "B2"]
+    for _ in range(3000):
+        out = []
+        for _ in range(rng.randint(1, 4)):
+            out.append(rng.choice(pieces))
+            ws = [rng.choice(["", " ", "  ", "\n", " \n "]) for _ in range(2)]
+            dotted = ".".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+            if rng.random() < 0.5:
+                right = rng.choice(["0", "0.5", "12", "'ok'", '"a b"', "true", "None",
+                                    "s0001.output", "x"])
+                op = rng.choice(["==", "!=", ">=", "<=", ">", "<"])
+                dotted += rng.choice(["", " ", "  "]) + op + rng.choice(["", " "]) + right
+                ws = [w.replace("\n", "") for w in ws]
+            out.append("{{" + ws[0] + dotted + ws[1] + "}}")
+        out.append(rng.choice(pieces))
+        source = "".join(out)
+        quick = quick_parse(ENV, source)
+        assert quick is not None, repr(source)
+        _same(quick, ENV.parse(source), repr(source))
+
+
+def test_another_environment_is_left_to_jinja() -> None:
+    from jinja2 import Environment
+
+    assert quick_parse(Environment(), "{{ a }}") is None  # keep_trailing_newline off
+    assert quick_parse(Environment(keep_trailing_newline=True, variable_start_string="<<",
+                                   variable_end_string=">>"), "{{ a }}") is None
+
+
+def test_the_engine_parses_once_and_reports_syntax_errors_each_time() -> None:
+    engine = TemplateEngine()
+    assert engine.parse("{{ a.b }}") is engine.parse("{{ a.b }}")
+    for _ in range(2):
+        with pytest.raises(RenderFailure, match="expected name or number") as info:
+            engine.parse("{{ a. }}")
+        assert info.value.kind == "syntax"
