@@ -78,3 +78,19 @@ async def asleep(clock: Any, seconds: float, cancel: threading.Event | None = No
         await own(seconds, cancel)
     else:
         await asyncio.to_thread(clock.sleep, seconds, cancel)
+
+
+def close_on_loop(coro: Coroutine[Any, Any, Any]) -> None:
+    """Close an async client (its `close()` coroutine) on the member loop it was made on,
+    waiting up to a few seconds; nothing to do when that loop never started."""
+    running = _state.get("loop")
+    if running is None or running.is_closed():
+        coro.close()
+        return
+    if on_loop():  # closing from a task of the loop itself: let it run after this one
+        running.create_task(coro)
+        return
+    try:
+        asyncio.run_coroutine_threadsafe(coro, running).result(timeout=5.0)
+    except Exception:  # a connection that will not close cleanly is dropped with the loop
+        return
