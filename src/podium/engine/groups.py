@@ -24,6 +24,7 @@ from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
+    from podium.events.bus import EventBus
 
 
 @dataclass
@@ -148,8 +149,31 @@ async def _execute(executor: Callable[[StepCall], StepOutcome], call: StepCall,
 Job = Callable[[], Awaitable[_Done]]
 
 
-def _pool_run(jobs: list[Job], workers: int, fail_fast: bool,
-              cancel: threading.Event) -> list[_Done]:
+def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
+    """On the member loop: the task that commits the members' held events (events/bus.py
+    hold) once per turn of the loop in which any member emitted one, so one transaction
+    carries the events of every member that moved in that turn; None when no committer
+    batches. The failure of a commit ends the task with it, which stops the group."""
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def woken() -> None:  # from the loop, or a member's worker thread
+        loop.call_soon_threadsafe(wake.set)
+
+    if not bus.hold(woken):
+        return None
+
+    async def commit() -> None:
+        while True:
+            await wake.wait()
+            wake.clear()
+            bus.commit_held()
+
+    return asyncio.create_task(commit())
+
+
+def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.Event,
+              bus: EventBus) -> list[_Done]:
     """Run jobs as tasks of the member loop, at most `workers` at once; with fail_fast, stop
     starting new jobs after the first failure, and whatever the mode after the first job that
     parks (the run will wait for a person; the jobs in flight finish first). The first
@@ -177,6 +201,7 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool,
     async def main() -> None:
         order = iter(range(len(jobs)))  # shared: each worker takes the next job in order
         tasks = [asyncio.create_task(worker(order)) for _ in range(width)]
+        flusher = _batched_commits(bus)
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -185,7 +210,13 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool,
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         finally:
-            unwound.set()
+            try:
+                if flusher is not None:
+                    flusher.cancel()
+                    await asyncio.gather(flusher, return_exceptions=True)
+                    bus.release()  # every member's events, before the group's checkpoint
+            finally:
+                unwound.set()
 
     future = asyncio.run_coroutine_threadsafe(main(), aio.loop())
     try:
@@ -277,7 +308,7 @@ def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOu
         for s in members if s.name not in skipped
     ]
     done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
-                     engine.services.cancel)
+                     engine.services.cancel, engine.bus)
     _raise_parked(done)
     for d in done:
         counts[d.key] = counts.get(d.key, 0) + 1
@@ -417,7 +448,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
 
     done = _pool_run([job(i) for i in range(len(items))
                       if f"{step.name}[{keys[i]}]" not in skipped], group.max_concurrent,
-                     group.failure_mode == "fail_fast", engine.services.cancel)
+                     group.failure_mode == "fail_fast", engine.services.cancel, engine.bus)
     _raise_parked(done)
     engine.state.step_counts[step.name] = base + len(items)
     done.sort(key=lambda d: d.index)
