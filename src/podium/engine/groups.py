@@ -149,11 +149,17 @@ async def _execute(executor: Callable[[StepCall], StepOutcome], call: StepCall,
 Job = Callable[[], Awaitable[_Done]]
 
 
+# how long a member's held events wait for others to join their transaction: what a kill
+# inside a group can lose (those members run again on resume), against a commit per event
+COMMIT_WINDOW = 0.005
+
+
 def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
     """On the member loop: the task that commits the members' held events (events/bus.py
-    hold) once per turn of the loop in which any member emitted one, so one transaction
-    carries the events of every member that moved in that turn; None when no committer
-    batches. The failure of a commit ends the task with it, which stops the group."""
+    hold) at most COMMIT_WINDOW after the first of them, so one transaction carries the
+    events of every member that moved meanwhile; None when no committer batches. A failed
+    commit sets the bus's failure: every member's next emit raises it, which stops the
+    group."""
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
 
@@ -166,6 +172,7 @@ def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
     async def commit() -> None:
         while True:
             await wake.wait()
+            await asyncio.sleep(COMMIT_WINDOW)  # the members that move meanwhile join in
             wake.clear()
             bus.commit_held()
 

@@ -31,7 +31,14 @@ from podium.providers.catalog import (
     claude_native_schema,
     claude_thinking,
 )
-from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import (
+    DeltaStream,
+    LoopSession,
+    ToolCall,
+    Turn,
+    raw_http,
+    sdk_error,
+)
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.providers.sse import EventReader, body_lines, data_json
@@ -353,8 +360,9 @@ class ClaudeProvider:
         body.update(params.get("extra_body") or {})
         options: Any = {"headers": _STREAM_HEADERS, "timeout": timeout}
         if aio:
-            return await self.async_client().post("/v1/messages", cast_to=httpx2.Response,
-                                                  body=body, options=options, stream=True)
+            got = await self.async_client().post("/v1/messages", cast_to=httpx2.Response,
+                                                 body=body, options=options, stream=True)
+            return raw_http(got)
         return self.client.post("/v1/messages", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 

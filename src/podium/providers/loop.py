@@ -145,6 +145,13 @@ def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cl
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}")
 
 
+def raw_http(response: Any) -> Any:
+    """The httpx response under an async SDK client's streamed `post` (an AsyncAPIResponse
+    wraps it: its reads are coroutines with other names), to read with aiter_bytes, aread
+    and aclose."""
+    return getattr(response, "http_response", response)
+
+
 def _short(value: Any) -> Any:
     if isinstance(value, str) and len(value) > EVENT_TEXT_CAP:
         return value[:EVENT_TEXT_CAP] + f"… [{len(value) - EVENT_TEXT_CAP} more characters]"

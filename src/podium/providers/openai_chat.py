@@ -23,7 +23,14 @@ from openai._constants import RAW_RESPONSE_HEADER
 from podium.aio import close_on_loop, drive
 from podium.providers.base import AgentRequest, ProviderError
 from podium.providers.catalog import Capabilities, openai_rejects_effort
-from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import (
+    DeltaStream,
+    LoopSession,
+    ToolCall,
+    Turn,
+    raw_http,
+    sdk_error,
+)
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.providers.sse import body_lines, data_json
@@ -275,9 +282,10 @@ class OpenAIProvider:
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         options: Any = {**_STREAM_OPTIONS, "timeout": timeout}
         if aio:
-            return await self.async_client().post(
+            got = await self.async_client().post(
                 "/chat/completions", cast_to=httpx2.Response, body=body, options=options,
                 stream=True)
+            return raw_http(got)
         return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 

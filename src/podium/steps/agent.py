@@ -340,7 +340,9 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
         wf.runtime.temperature, toolbox, run.bus.emit, retrier,
         step.max_agent_iterations or wf.runtime.max_agent_iterations or DEFAULT_AGENT_ITERATIONS,
         _effective_tools(step, run.workflow.tools))
-    request = replace(request, **_runtime_options(call, step, ctx, provider))
+    options = _runtime_options(call, step, ctx, provider)
+    if options:
+        request = replace(request, **options)
     if announce:
         run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name,
                                     model=model, prompt=prompt, system_prompt=system,
