@@ -54,7 +54,7 @@ def _checked(row: dict[str, Any], what: str, items: int, stub: Stub | None) -> d
     return row
 
 
-def one(tmp: Path, name: str, provider: str, items: int, concurrency: int,
+def one(tmp: Path, name: str, provider: str, items: int, concurrency: int, *,
         stub: Stub | None) -> dict[str, Any]:
     root = tmp / name
     root.mkdir()
@@ -85,8 +85,8 @@ def main() -> None:
                 continue
             stub = Stub(LATENCY, provider) if provider != "scripted" else None
             try:
-                one(tmp, f"{provider}-warmup", provider, ITEMS, CONCURRENCY, stub)
-                got = [one(tmp, f"{provider}-{i}", provider, ITEMS, CONCURRENCY, stub)
+                one(tmp, f"{provider}-warmup", provider, ITEMS, CONCURRENCY, stub=stub)
+                got = [one(tmp, f"{provider}-{i}", provider, ITEMS, CONCURRENCY, stub=stub)
                        for i in range(args.runs)]
             finally:
                 if stub is not None:
@@ -99,9 +99,9 @@ def main() -> None:
                            else "no", int(statistics.median(r["events_in_store"] for r in got))])
         cpu_line = ""
         if "cpu" in wanted:
-            small = [one(tmp, f"cpu-1000-{i}", "scripted", 1000, CONCURRENCY, None)
+            small = [one(tmp, f"cpu-1000-{i}", "scripted", 1000, CONCURRENCY, stub=None)
                      for i in range(args.runs)]
-            big = [one(tmp, f"cpu-3000-{i}", "scripted", 3000, CONCURRENCY, None)
+            big = [one(tmp, f"cpu-3000-{i}", "scripted", 3000, CONCURRENCY, stub=None)
                    for i in range(args.runs)]
             rows["cpu-1000"], rows["cpu-3000"] = small, big
             whole = statistics.median(r["cpu_s"] for r in small) / 1000 * 1000
@@ -114,7 +114,7 @@ def main() -> None:
                         f"{'yes' if whole < 0.3 else 'no'} (whole run)")
         mem_line = ""
         if "memory" in wanted:
-            got = [one(tmp, f"memory-{i}", "scripted", 10_000, 500, None)
+            got = [one(tmp, f"memory-{i}", "scripted", 10_000, 500, stub=None)
                    for i in range(max(1, args.runs // 2))]
             rows["memory"] = got
             rss = max(r["maxrss_mib"] for r in got)

@@ -11,6 +11,7 @@ reached (it would fail after 10 s otherwise), and counts how many are in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -114,7 +115,8 @@ def test_members_run_at_once_on_one_thread_at_most_max_concurrent(tmp_path: Path
     assert run.exit_code == 0, run.error_text()
     (c,) = counted
     assert c.most == min(width, 12)  # all of them at once, never more than the bound
-    assert len(c.threads) == 1 and threading.get_ident() not in c.threads
+    assert len(c.threads) == 1
+    assert threading.get_ident() not in c.threads
     assert {r["thread"] for r in run.provider.requests} == c.threads
     assert len(run.of(StepFinished)) == 12 + 1
     assert run.engine.state.outputs["fan"]["count"] == 12
@@ -136,7 +138,8 @@ def test_an_openai_member_streams_on_the_async_path(tmp_path: Path, servers: Ser
     outputs = sorted(o["result"] for o in run.outputs["fan"]["outputs"])
     assert outputs == [f"answer number {i}" for i in range(3)]
     deltas = run.of(ModelDelta)
-    assert deltas and {d.step for d in deltas} == {"worker"}
+    assert deltas
+    assert {d.step for d in deltas} == {"worker"}
     assert "".join(d.text for d in deltas if d.iteration == 1).startswith("answer number")
     assert len(servers.openai.chat_requests()) == 3
 
@@ -160,10 +163,8 @@ class _Silent:
                 with owner.lock:
                     owner.opened += 1
                 self.connection.settimeout(60)
-                try:
+                with contextlib.suppress(OSError):
                     self.rfile.read(1)  # b"" once the client hangs up
-                except OSError:
-                    pass
                 with owner.lock:
                     owner.closed += 1
 
@@ -206,7 +207,7 @@ def test_ctrl_c_cancels_the_members_sdk_calls_in_flight(tmp_path: Path) -> None:
 
 def test_one_implementation_runs_with_and_without_a_loop() -> None:
     async def work(aio_: bool) -> int:
-        return await aio.blocking(lambda: threading.get_ident(), aio_)
+        return await aio.blocking(threading.get_ident, aio_)
 
     assert aio.drive(work(False)) == threading.get_ident()  # no loop, this thread
     on_loop = asyncio.run_coroutine_threadsafe(work(True), aio.loop()).result(10)

@@ -362,7 +362,8 @@ class ClaudeProvider:
         if aio:
             got = await self.async_client().post("/v1/messages", cast_to=httpx2.Response,
                                                  body=body, options=options, stream=True)
-            return raw_http(got)
+            raw: httpx2.Response = raw_http(got)
+            return raw
         return self.client.post("/v1/messages", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 

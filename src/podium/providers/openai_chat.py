@@ -285,7 +285,8 @@ class OpenAIProvider:
             got = await self.async_client().post(
                 "/chat/completions", cast_to=httpx2.Response, body=body, options=options,
                 stream=True)
-            return raw_http(got)
+            raw: httpx2.Response = raw_http(got)
+            return raw
         return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 
