@@ -395,4 +395,14 @@ def create_claude(settings: ProviderSettings) -> ClaudeProvider:
                              "max_retries": 0, "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
     return ClaudeProvider(anthropic.Anthropic(**given), settings.timeout,
-                          functools.partial(anthropic.AsyncAnthropic, **given))
+                          functools.partial(_async_client, given))
+
+
+def _async_client(given: dict[str, Any]) -> anthropic.AsyncAnthropic:
+    """The async client over aiohttp (anthropic[aiohttp]), as openai_chat.py's."""
+    transport = getattr(anthropic, "DefaultAioHttpClient", None)
+    try:
+        return anthropic.AsyncAnthropic(**given, http_client=transport()) \
+            if transport is not None else anthropic.AsyncAnthropic(**given)
+    except RuntimeError:  # the aiohttp extra is missing
+        return anthropic.AsyncAnthropic(**given)

@@ -300,6 +300,19 @@ class OpenAIProvider:
             self._async = None
 
 
+def _async_client(make: Callable[..., openai.AsyncOpenAI],
+                  given: dict[str, Any]) -> openai.AsyncOpenAI:
+    """The async client over aiohttp (openai[aiohttp]): httpx's own async connection pool
+    spends CPU in proportion to its open connections on every request (at 100 members in
+    flight, most of a call's CPU: docs/performance.md); without aiohttp, httpx's."""
+    transport = getattr(openai, "DefaultAioHttpClient", None)
+    try:
+        return make(**given, http_client=transport()) if transport is not None else \
+            make(**given)
+    except RuntimeError:  # the aiohttp extra is missing: the SDK's placeholder refuses
+        return make(**given)
+
+
 def create_openai(settings: ProviderSettings) -> OpenAIProvider:
     preload_table()
     base_url = settings.base_url or settings.env("OPENAI_BASE_URL")
@@ -314,7 +327,7 @@ def create_openai(settings: ProviderSettings) -> OpenAIProvider:
                              "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
     return OpenAIProvider("openai", openai.OpenAI(**given), settings.timeout,
-                          functools.partial(openai.AsyncOpenAI, **given))
+                          functools.partial(_async_client, openai.AsyncOpenAI, given))
 
 
 def create_azure(settings: ProviderSettings) -> OpenAIProvider:
@@ -333,4 +346,4 @@ def create_azure(settings: ProviderSettings) -> OpenAIProvider:
                              "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
     return OpenAIProvider("azure", openai.AzureOpenAI(**given), settings.timeout,
-                          functools.partial(openai.AsyncAzureOpenAI, **given))
+                          functools.partial(_async_client, openai.AsyncAzureOpenAI, given))
