@@ -190,22 +190,16 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
     are abandoned, their connections closed."""
     results: list[_Done | None] = [None] * len(jobs)
     width = max(1, min(workers, len(jobs)))
-    flags = {"failed": False, "parked": False}
     unwound = threading.Event()
 
-    async def worker(order: Iterable[int]) -> None:
-        for i in order:
-            if cancel.is_set() or (flags["parked"] and i >= width) or \
-                    (fail_fast and flags["failed"]):
-                continue
-            done = await jobs[i]()
-            results[i] = done
-            if done.error is not None:
-                flags["failed"] = True
-            if done.parked is not None:
-                flags["parked"] = True
-
     async def main() -> None:
+        failed, parked = asyncio.Event(), asyncio.Event()
+
+        async def worker(order: Iterable[int]) -> None:
+            for i in order:
+                results[i] = await _guarded(jobs[i], failed, fail_fast, cancel, parked,
+                                            in_flight=i < width)
+
         order = iter(range(len(jobs)))  # shared: each worker takes the next job in order
         tasks = [asyncio.create_task(worker(order)) for _ in range(width)]
         flusher = _batched_commits(bus)
@@ -239,6 +233,21 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
         unwound.wait(5.0)  # the cancelled tasks unwind (a worker thread's call is left)
         raise
     return [r for r in results if r is not None]
+
+
+async def _guarded(job: Job, failed: asyncio.Event, fail_fast: bool, cancel: threading.Event,
+                   parked: asyncio.Event, *, in_flight: bool) -> _Done | None:
+    """Start the job unless the group stopped starting jobs (cancelled, a failure under
+    fail_fast, or, for a job not in flight from the start, a job that parked)."""
+    if cancel.is_set() or (parked.is_set() and not in_flight) or \
+            (fail_fast and failed.is_set()):
+        return None
+    done = await job()
+    if done.error is not None:
+        failed.set()
+    if done.parked is not None:
+        parked.set()
+    return done
 
 
 def _raise_parked(done: list[_Done]) -> None:
