@@ -7,6 +7,7 @@ a gate parked inside a child) goes through the real `podium` CLI with PODIUM_HOM
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -871,7 +872,7 @@ def test_an_item_parks_visibly_while_another_item_commits_its_answer(
 
 def test_every_item_in_flight_parks_at_its_gate_however_threads_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The second item's thread starts only once the first item has parked: the second is
+    """The second item starts only once the first item has parked: the second is
     one of the first max_concurrent items, in flight from the start, so it still runs and
     opens its gate (both gates are open for the person, not one, then the other)."""
     from podium.engine import groups
@@ -880,14 +881,14 @@ def test_every_item_in_flight_parks_at_its_gate_however_threads_start(
     calls: list[int] = []
     lock = threading.Lock()
 
-    def late_second(*args: Any, **kwargs: Any) -> Any:
-        parked: threading.Event = args[4]
+    async def late_second(*args: Any, **kwargs: Any) -> Any:
+        parked: asyncio.Event = args[4]  # the group's, on its event loop
         with lock:
             calls.append(len(calls))
             second = len(calls) == 2
         if second:
-            assert parked.wait(10)
-        return original(*args, **kwargs)
+            await asyncio.wait_for(parked.wait(), 10)
+        return await original(*args, **kwargs)
 
     monkeypatch.setattr(groups, "_guarded", late_second)
     cli = _InProcess(tmp_path, monkeypatch)

@@ -37,6 +37,17 @@ class SystemClock:
             cancel.wait(max(0.0, seconds))
         return time.monotonic() - start
 
+    async def asleep(self, seconds: float, cancel: threading.Event | None = None) -> float:
+        """`sleep` for a task of an event loop: the loop runs the other tasks meanwhile (a
+        set `cancel` ends it within a tenth of a second; cancelling the task, at once)."""
+        import asyncio
+
+        start = time.monotonic()
+        end = start + max(0.0, seconds)
+        while (left := end - time.monotonic()) > 0 and not (cancel and cancel.is_set()):
+            await asyncio.sleep(left if cancel is None else min(left, 0.1))
+        return time.monotonic() - start
+
 
 class FakeClock:
     """A clock that only moves when told to; `sleep` advances it instantly."""
@@ -66,3 +77,9 @@ class FakeClock:
         self.sleeps.append(seconds)
         self._advance(seconds)
         return seconds
+
+    async def asleep(self, seconds: float, cancel: threading.Event | None = None) -> float:
+        import asyncio
+
+        await asyncio.sleep(0)  # the other tasks get their turn, as a real sleep gives it
+        return self.sleep(seconds, cancel)

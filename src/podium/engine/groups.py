@@ -1,18 +1,22 @@
-"""Parallel and for-each groups: members and items run concurrently on a bounded thread pool,
-against the state as it was when the group started; the group stores one dict
-`{type, outputs, errors[, count]}` and counts one execution per member or item."""
+"""Parallel and for-each groups: members and items run concurrently as tasks of one event loop
+(podium/aio.py), at most `max_concurrent` at once, against the state as it was when the group
+started; the group stores one dict `{type, outputs, errors[, count]}` and counts one execution
+per member or item. An agent member awaits its model calls on the provider's async path; any
+other member (a script, a sub-workflow, `set`) runs its executor in a worker thread, awaited,
+so the loop is never blocked (decision 0031)."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from podium import jsontext
+from podium import aio, jsontext
 from podium.errors import LimitExceeded, RunError, StepError
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
@@ -20,6 +24,7 @@ from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine
+    from podium.events.bus import EventBus
 
 
 @dataclass
@@ -77,13 +82,21 @@ def _reused(event: dict[str, Any], key: str) -> _Done:
 def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, group: str,
                 extra: dict[str, Any] | None,
                 carried: dict[str, dict[str, Any]] | None = None) -> _Done:
-    """Run one member or item in a worker thread, with its own events (or reuse what it
-    recorded before the run was interrupted, from `carried`)."""
+    """Run one member or item here, blocking (an outside executor's member: Temporal)."""
+    return aio.drive(_member(engine, step, iteration, key, group=group, extra=extra,
+                             carried=carried, on_loop=False))
+
+
+async def _member(engine: Engine, step: StepBase, iteration: int, key: str, *, group: str,
+                  extra: dict[str, Any] | None, carried: dict[str, dict[str, Any]] | None,
+                  on_loop: bool) -> _Done:
+    """Run one member or item with its own events (or reuse what it recorded before the run
+    was interrupted, from `carried`); `on_loop`: as a task of the member loop."""
     label = step.name if extra is None else f"{step.name}[{key}]"
     if carried and label in carried:
         return _reused(carried[label], key)
     services = engine.services
-    services.local.extra = extra
+    services.local.extra = extra  # this task's (or thread's) own: a contextvar
     services.local.group = group  # an agent's dialog runs in the main loop only (spec 3.3)
     started = engine.clock.monotonic()
     engine.bus.emit(StepStarted(step=label, step_type=step.type, iteration=iteration,
@@ -92,7 +105,7 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
         executor = engine.executors.get(step.type)
         if executor is None:
             raise StepError(f"'{step.type}' steps cannot run in a group", step=step.name)
-        outcome = executor(StepCall(step, iteration, services))
+        outcome = await _execute(executor, StepCall(step, iteration, services), on_loop)
     except RunError as exc:
         if _waits(exc):
             return _Done(key, 0, None, None, parked=exc)
@@ -120,44 +133,116 @@ def _run_member(engine: Engine, step: StepBase, iteration: int, key: str, *, gro
     return _Done(key, 0, outcome, None)
 
 
-def _pool_run(jobs: list[Callable[[], _Done]], workers: int, fail_fast: bool,
-              cancel: threading.Event) -> list[_Done]:
-    """Run jobs on at most `workers` threads; with fail_fast, stop starting new jobs after the
-    first failure, and whatever the mode after the first job that parks (the run will wait
-    for a person; the jobs in flight finish first). The first `workers` jobs are in flight
-    from the start: whichever of them parks first, the others still run (and park at their
-    own gates), however the threads happen to be scheduled. Returns the finished jobs in
-    submission order."""
+async def _execute(executor: Callable[[StepCall], StepOutcome], call: StepCall,
+                   on_loop: bool) -> StepOutcome:
+    """A member's execution: an agent's on the loop (its async path), any other step's
+    executor in a worker thread (it sees the member's context); here when not on the loop."""
+    if not on_loop:
+        return executor(call)
+    from podium.steps.agent import execute_agent, execute_agent_async
+
+    if executor is execute_agent:
+        return await execute_agent_async(call)
+    return await aio.blocking(functools.partial(executor, call), True)
+
+
+Job = Callable[[], Awaitable[_Done]]
+
+
+# how long a member's held events wait for others to join their transaction: what a kill
+# inside a group can lose (those members run again on resume), against a commit per event
+COMMIT_WINDOW = 0.005
+
+
+def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
+    """On the member loop: the task that commits the members' held events (events/bus.py
+    hold) at most COMMIT_WINDOW after the first of them, so one transaction carries the
+    events of every member that moved meanwhile; None when no committer batches. A failed
+    commit sets the bus's failure: every member's next emit raises it, which stops the
+    group."""
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def woken() -> None:  # from the loop, or a member's worker thread
+        loop.call_soon_threadsafe(wake.set)
+
+    if not bus.hold(woken):
+        return None
+
+    async def commit() -> None:
+        while True:
+            await wake.wait()
+            await asyncio.sleep(COMMIT_WINDOW)  # the members that move meanwhile join in
+            wake.clear()
+            bus.commit_held()
+
+    return asyncio.create_task(commit())
+
+
+def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.Event,
+              bus: EventBus) -> list[_Done]:
+    """Run jobs as tasks of the member loop, at most `workers` at once; with fail_fast, stop
+    starting new jobs after the first failure, and whatever the mode after the first job that
+    parks (the run will wait for a person; the jobs in flight finish first). The first
+    `workers` jobs are in flight from the start: whichever of them parks first, the others
+    still run (and park at their own gates). Returns the finished jobs in submission order.
+    Interrupted here (Ctrl+C, SIGTERM), the tasks in flight are cancelled: their SDK calls
+    are abandoned, their connections closed."""
     results: list[_Done | None] = [None] * len(jobs)
-    failed = threading.Event()
-    parked = threading.Event()
     width = max(1, min(workers, len(jobs)))
-    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="podium-group")
-    futures: dict[Future[_Done | None], int] = {}
+    unwound = threading.Event()
+
+    async def main() -> None:
+        failed, parked = asyncio.Event(), asyncio.Event()
+
+        async def worker(order: Iterable[int]) -> None:
+            for i in order:
+                results[i] = await _guarded(jobs[i], failed, fail_fast, cancel, parked,
+                                            in_flight=i < width)
+
+        order = iter(range(len(jobs)))  # shared: each worker takes the next job in order
+        tasks = [asyncio.create_task(worker(order)) for _ in range(width)]
+        flusher = _batched_commits(bus)
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            try:
+                if flusher is not None:
+                    flusher.cancel()
+                    await asyncio.gather(flusher, return_exceptions=True)
+                    bus.release()  # every member's events, before the group's checkpoint
+            finally:
+                unwound.set()
+
+    future = asyncio.run_coroutine_threadsafe(main(), aio.loop())
     try:
-        for i, job in enumerate(jobs):
-            futures[pool.submit(_guarded, job, failed, fail_fast, cancel, parked,
-                                in_flight=i < width)] = i
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION, timeout=0.5)
-            for f in done:
-                results[futures[f]] = f.result()
+        while True:
+            try:
+                future.result(timeout=0.5)
+                break
+            except concurrent.futures.TimeoutError:
+                continue
     except BaseException:
         cancel.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        future.cancel()
+        unwound.wait(5.0)  # the cancelled tasks unwind (a worker thread's call is left)
         raise
-    pool.shutdown(wait=True)
     return [r for r in results if r is not None]
 
 
-def _guarded(job: Callable[[], _Done], failed: threading.Event, fail_fast: bool,
-             cancel: threading.Event, parked: threading.Event, *,
-             in_flight: bool) -> _Done | None:
+async def _guarded(job: Job, failed: asyncio.Event, fail_fast: bool, cancel: threading.Event,
+                   parked: asyncio.Event, *, in_flight: bool) -> _Done | None:
+    """Start the job unless the group stopped starting jobs (cancelled, a failure under
+    fail_fast, or, for a job not in flight from the start, a job that parked)."""
     if cancel.is_set() or (parked.is_set() and not in_flight) or \
             (fail_fast and failed.is_set()):
         return None
-    done = job()
+    done = await job()
     if done.error is not None:
         failed.set()
     if done.parked is not None:
@@ -233,13 +318,13 @@ def run_parallel(engine: Engine, group: ParallelGroup, iteration: int) -> StepOu
     counts = engine.state.step_counts
     carried = engine.carried.pop(group.name, None)
     skipped = _elsewhere(engine, group, [s.name for s in members], carried)
-    jobs: list[Callable[[], _Done]] = [
-        functools.partial(_run_member, engine, s, counts.get(s.name, 0) + 1, s.name,
-                          group=group.name, extra=None, carried=carried)
+    jobs: list[Job] = [
+        functools.partial(_member, engine, s, counts.get(s.name, 0) + 1, s.name,
+                          group=group.name, extra=None, carried=carried, on_loop=True)
         for s in members if s.name not in skipped
     ]
     done = _pool_run(jobs, len(jobs), group.failure_mode == "fail_fast",
-                     engine.services.cancel)
+                     engine.services.cancel, engine.bus)
     _raise_parked(done)
     for d in done:
         counts[d.key] = counts.get(d.key, 0) + 1
@@ -364,14 +449,14 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
     keys = [_item_key(item, i, group.key_by) for i, item in enumerate(items)]
     skipped = _elsewhere(engine, group, [f"{step.name}[{k}]" for k in keys], carried)
 
-    def job(i: int) -> Callable[[], _Done]:
+    def job(i: int) -> Job:
         extra = {group.as_: items[i], "_index": i}
         if group.key_by:
             extra["_key"] = keys[i]
 
-        def run() -> _Done:
-            done = _run_member(engine, step, base + i + 1, keys[i], group=group.name,
-                               extra=extra, carried=carried)
+        async def run() -> _Done:
+            done = await _member(engine, step, base + i + 1, keys[i], group=group.name,
+                                 extra=extra, carried=carried, on_loop=True)
             done.index = i
             return done
 
@@ -379,7 +464,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
 
     done = _pool_run([job(i) for i in range(len(items))
                       if f"{step.name}[{keys[i]}]" not in skipped], group.max_concurrent,
-                     group.failure_mode == "fail_fast", engine.services.cancel)
+                     group.failure_mode == "fail_fast", engine.services.cancel, engine.bus)
     _raise_parked(done)
     engine.state.step_counts[step.name] = base + len(items)
     done.sort(key=lambda d: d.index)

@@ -112,7 +112,7 @@ def run_subworkflow(parent: Engine, call: StepCall) -> StepOutcome:
         raise StepError(f"sub-workflow depth limit exceeded ({limit})", step=step.name,
                         iteration=it)
     path, child_wf = _load(parent, step, it)
-    extra = getattr(call.run.local, "extra", None) or {}
+    extra = call.run.local.extra or {}
     slot = f"{step.name}[{extra['_key']}]" if "_key" in extra else (
         f"{step.name}[{extra['_index']}]" if "_index" in extra else step.name)
     children = parent.children

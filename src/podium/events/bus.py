@@ -12,12 +12,17 @@ An emit is not cut in two by an interrupt: the engine's SIGTERM handler asks
 `defer_interrupt()` first, and when its thread is inside an emit the KeyboardInterrupt is
 raised once the event is recorded (else a seq would be given to an event no sink had, or the
 sinks after the interrupted one would miss it).
+
+While a group runs, its members' commits may be batched (`hold`): the committer keeps the
+writes that would commit at once and the group commits them in one transaction per turn of
+its event loop (`commit_held`), and all of them before its own checkpoint (`release`).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from podium.clock import Clock
@@ -122,6 +127,38 @@ class EventBus:
                     raise
             self._observe(stamped)
         return stamped
+
+    def hold(self, wake: Callable[[], None]) -> bool:
+        """Batch the commits of a group's members (store/sqlcore.py hold): True when a
+        committer batches them, and then `commit_held` must follow each `wake()` and
+        `release` the group's end."""
+        held = False
+        for committer in self.committers:
+            hold = getattr(committer, "hold", None)
+            if hold is not None:
+                hold(self.run_id, wake)
+                held = True
+        return held
+
+    def commit_held(self) -> None:
+        """Commit what the members' events left waiting; a failure stops the run, as a
+        failed commit inside an emit does."""
+        self._each_committer("commit_held")
+
+    def release(self) -> None:
+        self._each_committer("release")
+
+    def _each_committer(self, method: str) -> None:
+        for committer in self.committers:
+            fn = getattr(committer, method, None)
+            if fn is None:
+                continue
+            try:
+                fn(self.run_id)
+            except Exception as exc:
+                with self._lock:
+                    self.failure = self.failure or exc
+                raise
 
     def _observe(self, stamped: Event) -> None:
         for i, sink in enumerate(self.sinks):

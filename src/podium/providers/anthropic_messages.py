@@ -11,15 +11,17 @@ of a `final_answer` tool instead. Reasoning effort becomes extended thinking wit
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
-from contextlib import closing
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
 import httpx2
 from anthropic._constants import RAW_RESPONSE_HEADER
 
+from podium.aio import close_on_loop, drive
 from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.catalog import (
     ALL_EFFORTS,
@@ -29,10 +31,17 @@ from podium.providers.catalog import (
     claude_native_schema,
     claude_thinking,
 )
-from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import (
+    DeltaStream,
+    LoopSession,
+    ToolCall,
+    Turn,
+    raw_http,
+    sdk_error,
+)
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
-from podium.providers.sse import data_json, events, lines, within
+from podium.providers.sse import EventReader, body_lines, data_json
 from podium.providers.stream_deltas import anthropic_delta
 from podium.tools.base import ToolResult
 
@@ -236,26 +245,40 @@ class ClaudeSession(LoopSession):
         content.append({"type": "text", "text": text})
         return [{"role": "user", "content": content}]
 
-    def send(self, message: str) -> Reply:
+    async def _exchange(self, message: str, *, aio: bool) -> Reply:
         pending = self.pending
         try:
-            return super().send(message)
+            return await super()._exchange(message, aio=aio)
         except BaseException:
             self.pending = pending
             raise
 
     def create(self, timeout: float) -> Turn:
+        return drive(self._create(timeout, aio=False))
+
+    async def acreate(self, timeout: float) -> Turn:
+        return await self._create(timeout, aio=True)
+
+    async def _create(self, timeout: float, *, aio: bool) -> Turn:
         deltas = DeltaStream(self.request)
         got = _Message()
         try:
-            with closing(self.provider.stream_messages(self.messages, self.params,
-                                                       timeout)) as response:
+            response = await self.provider.stream_messages(self.messages, self.params,
+                                                           timeout, aio=aio)
+            try:
                 tools: dict[int, str] = {}  # block index -> tool name
-                for name, raw in events(lines(within(response.iter_bytes(), timeout,
-                                                     "claude"))):
-                    event = got.event(name, raw, response)
-                    if event is not None:
-                        anthropic_delta(event, tools, deltas)
+                reader = EventReader()
+                async for line in body_lines(response, timeout, "claude", aio=aio):
+                    found = reader.feed(line)
+                    if found is not None:
+                        self._event(got, found, response, tools, deltas)
+                if (found := reader.end()) is not None:
+                    self._event(got, found, response, tools, deltas)
+            finally:
+                if aio:
+                    await response.aclose()
+                else:
+                    response.close()
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None
         except httpx2.HTTPError as exc:  # the SDK speaks httpx2
@@ -294,6 +317,13 @@ class ClaudeSession(LoopSession):
                     msg.get("stop_reason"),
                     {"role": "assistant", "content": kept or [{"type": "text", "text": ""}]})
 
+    @staticmethod
+    def _event(got: _Message, found: tuple[str | None, str], response: httpx2.Response,
+               tools: dict[int, str], deltas: DeltaStream) -> None:
+        event = got.event(found[0], found[1], response)
+        if event is not None:
+            anthropic_delta(event, tools, deltas)
+
     def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
         return [{"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": c.id, "content": r.text,
@@ -304,12 +334,23 @@ class ClaudeProvider:
     name = "claude"
     capabilities = CAPABILITIES
 
-    def __init__(self, client: anthropic.Anthropic, timeout: float | None) -> None:
+    def __init__(self, client: anthropic.Anthropic, timeout: float | None,
+                 async_client: Callable[[], anthropic.AsyncAnthropic] | None = None) -> None:
         self.client = client
         self.timeout = timeout
+        self._make_async = async_client
+        self._async: anthropic.AsyncAnthropic | None = None
 
-    def stream_messages(self, messages: list[Any], params: dict[str, Any],
-                        timeout: float) -> httpx2.Response:
+    def async_client(self) -> anthropic.AsyncAnthropic:
+        """The async client for group members, made on first use on the member loop."""
+        if self._async is None:
+            if self._make_async is None:
+                raise ProviderError("claude: this provider has no async client")
+            self._async = self._make_async()
+        return self._async
+
+    async def stream_messages(self, messages: list[Any], params: dict[str, Any],
+                              timeout: float, *, aio: bool) -> httpx2.Response:
         """POST a streamed Messages request as `client.messages.stream` does (the same body,
         headers, auth, timeout and error mapping); the raw response, its body not yet read
         (the caller closes it). podium reads the events itself (_Message): the SDK's stream
@@ -318,6 +359,11 @@ class ClaudeProvider:
         body.update(messages=messages, stream=True)
         body.update(params.get("extra_body") or {})
         options: Any = {"headers": _STREAM_HEADERS, "timeout": timeout}
+        if aio:
+            got = await self.async_client().post("/v1/messages", cast_to=httpx2.Response,
+                                                 body=body, options=options, stream=True)
+            raw: httpx2.Response = raw_http(got)
+            return raw
         return self.client.post("/v1/messages", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 
@@ -326,6 +372,9 @@ class ClaudeProvider:
 
     def close(self) -> None:
         self.client.close()
+        if self._async is not None:
+            close_on_loop(self._async.close())
+            self._async = None
 
 
 def create_claude(settings: ProviderSettings) -> ClaudeProvider:
@@ -342,7 +391,18 @@ def create_claude(settings: ProviderSettings) -> ClaudeProvider:
     # Python warning would go to stderr outside the event stream
     warnings.filterwarnings("ignore", message=r"The model .* is deprecated",
                             category=DeprecationWarning, module=r"podium\.")
-    client = anthropic.Anthropic(api_key=key, auth_token=token, base_url=base_url,
-                                 max_retries=0, default_headers=settings.headers or None,
-                                 timeout=settings.timeout or 600.0)
-    return ClaudeProvider(client, settings.timeout)
+    given: dict[str, Any] = {"api_key": key, "auth_token": token, "base_url": base_url,
+                             "max_retries": 0, "default_headers": settings.headers or None,
+                             "timeout": settings.timeout or 600.0}
+    return ClaudeProvider(anthropic.Anthropic(**given), settings.timeout,
+                          functools.partial(_async_client, given))
+
+
+def _async_client(given: dict[str, Any]) -> anthropic.AsyncAnthropic:
+    """The async client over aiohttp (anthropic[aiohttp]), as openai_chat.py's."""
+    transport = getattr(anthropic, "DefaultAioHttpClient", None)
+    try:
+        return anthropic.AsyncAnthropic(**given, http_client=transport()) \
+            if transport is not None else anthropic.AsyncAnthropic(**given)
+    except RuntimeError:  # the aiohttp extra is missing
+        return anthropic.AsyncAnthropic(**given)

@@ -13,7 +13,7 @@ import functools
 import importlib
 import importlib.util
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -127,6 +127,8 @@ class Retrier(Protocol):
     """Runs one provider call, retrying transient failures (the engine supplies it)."""
 
     def call(self, fn: Callable[[], T], what: str) -> T: ...
+
+    async def acall(self, fn: Callable[[], Awaitable[T]], what: str, aio: bool) -> T: ...
 
 
 class Session(Protocol):

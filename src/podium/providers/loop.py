@@ -15,9 +15,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any
 
 from podium import jsontext
+from podium.aio import blocking, drive
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
 from podium.providers.retry import status_is_retryable
 from podium.tools.base import ToolResult
@@ -143,6 +145,13 @@ def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cl
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}")
 
 
+def raw_http(response: Any) -> Any:
+    """The httpx response under an async SDK client's streamed `post` (an AsyncAPIResponse
+    wraps it: its reads are coroutines with other names), to read with aiter_bytes, aread
+    and aclose."""
+    return getattr(response, "http_response", response)
+
+
 def _short(value: Any) -> Any:
     if isinstance(value, str) and len(value) > EVENT_TEXT_CAP:
         return value[:EVENT_TEXT_CAP] + f"… [{len(value) - EVENT_TEXT_CAP} more characters]"
@@ -175,6 +184,13 @@ class LoopSession(ABC):
     def create(self, timeout: float) -> Turn:
         """One API call on `self.messages`; raises ProviderError."""
 
+    async def acreate(self, timeout: float) -> Turn:
+        """`create` for a task of the member loop: the API's async client where the subclass
+        has one (it overrides this), else `create` in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.create, timeout)
+
     @abstractmethod
     def tool_messages(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Any]:
         """The messages that give the tool results back to the model."""
@@ -186,12 +202,20 @@ class LoopSession(ABC):
     # ------------------------------------------------------------------ the loop
 
     def send(self, message: str) -> Reply:
+        return drive(self._exchange(message, aio=False))
+
+    async def asend(self, message: str) -> Reply:
+        """`send` for a group member on the member loop: the API calls awaited on the async
+        client, the tools run in worker threads."""
+        return await self._exchange(message, aio=True)
+
+    async def _exchange(self, message: str, *, aio: bool) -> Reply:
         mark = len(self.messages)
         calls: list[TokenUsage] = []
         try:
             self.messages.extend(self.user_message(message))
             while True:
-                turn = self._call()
+                turn = await self._call(aio)
                 calls.append(TokenUsage(turn.input_tokens, turn.output_tokens,
                                         turn.cached_tokens, turn.cache_write_tokens,
                                         turn.model or self.request.model, turn.stop))
@@ -211,7 +235,8 @@ class LoopSession(ABC):
                         f"answer, reaching max_agent_iterations "
                         f"({self.request.max_agent_iterations})")
                 self.rounds += 1
-                results = [self._run_tool(c) for c in turn.tool_calls]
+                results = [await blocking(partial(self._run_tool, c), aio)
+                           for c in turn.tool_calls]
                 self.messages.extend(self.tool_messages(turn.tool_calls, results))
         except ProviderError as exc:
             del self.messages[mark:]
@@ -227,8 +252,8 @@ class LoopSession(ABC):
             return None
         return self.deadline - time.monotonic()
 
-    def _call(self) -> Turn:
-        def once() -> Turn:
+    async def _call(self, aio: bool) -> Turn:
+        async def once() -> Turn:
             left = self._remaining()
             if left is not None and left <= 0:
                 raise ProviderError(f"the agent ran out of time ({self.request.timeout:g}s: "
@@ -236,7 +261,7 @@ class LoopSession(ABC):
                                     "timeout)", category="timeout")
             timeout = self.request_timeout if left is None else min(self.request_timeout, left)
             try:
-                return self.create(timeout)
+                return await self.acreate(timeout) if aio else self.create(timeout)
             except RecursionError:  # the SDK's json.loads of a hostile body
                 raise ProviderError(f"{self.provider_label}: the API's answer is JSON nested "
                                     "too deeply to read") from None
@@ -247,9 +272,10 @@ class LoopSession(ABC):
                                     "too long to read (more than "
                                     f"{jsontext.int_digits_limit():,} digits)") from None
 
-        if self.request.retry is not None:
-            return self.request.retry.call(once, f"{self.provider_label} call")
-        return once()
+        retry = self.request.retry
+        if retry is not None:
+            return await retry.acall(once, f"{self.provider_label} call", aio)
+        return await once()
 
     def _run_tool(self, call: ToolCall) -> ToolResult:
         box = self.request.toolbox

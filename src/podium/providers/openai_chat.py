@@ -12,19 +12,28 @@ policy retries instead (with events).
 from __future__ import annotations
 
 import copy
-from contextlib import closing
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
 import openai
 from openai._constants import RAW_RESPONSE_HEADER
 
+from podium.aio import close_on_loop, drive
 from podium.providers.base import AgentRequest, ProviderError
 from podium.providers.catalog import Capabilities, openai_rejects_effort
-from podium.providers.loop import DeltaStream, LoopSession, ToolCall, Turn, sdk_error
+from podium.providers.loop import (
+    DeltaStream,
+    LoopSession,
+    ToolCall,
+    Turn,
+    raw_http,
+    sdk_error,
+)
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
-from podium.providers.sse import data_json, lines, within
+from podium.providers.sse import body_lines, data_json
 from podium.tools.base import ToolResult
 
 CAPABILITIES = Capabilities(tools_filter=True, reasoning_efforts=("low", "medium", "high"),
@@ -106,20 +115,32 @@ class OpenAISession(LoopSession):
         return [{"role": "user", "content": text}]
 
     def create(self, timeout: float) -> Turn:
+        return drive(self._create(timeout, aio=False))
+
+    async def acreate(self, timeout: float) -> Turn:
+        return await self._create(timeout, aio=True)
+
+    async def _create(self, timeout: float, *, aio: bool) -> Turn:
         deltas = DeltaStream(self.request)
         got = _Assembled()
+        label = self.provider.name
         try:
             # the raw streamed response, read to its end (the SDK's Stream stops at [DONE]
             # and closes the connection before the body ends, so it would not be reused)
-            with closing(self.provider.stream_chat({"messages": self.messages, **self.params},
-                                                   timeout)) as response:
+            response = await self.provider.stream_chat(
+                {"messages": self.messages, **self.params}, timeout, aio=aio)
+            try:
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    for line in lines(within(response.iter_bytes(), timeout,
-                                             self.provider.name)):
-                        got.line(line, deltas, self.provider.name)
+                    async for line in body_lines(response, timeout, label, aio=aio):
+                        got.line(line, deltas, label)
                 else:  # an endpoint that does not stream answers with the whole completion
-                    got.whole(data_json(response.read().decode("utf-8", "replace"),
-                                        self.provider.name), deltas)
+                    body = await response.aread() if aio else response.read()
+                    got.whole(data_json(body.decode("utf-8", "replace"), label), deltas)
+            finally:
+                if aio:
+                    await response.aclose()
+                else:
+                    response.close()
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
         except httpx2.HTTPError as exc:  # the SDK speaks httpx2 (mcp and openai 2 do)
@@ -237,16 +258,35 @@ class OpenAIProvider:
 
     capabilities = CAPABILITIES
 
-    def __init__(self, name: str, client: openai.OpenAI, timeout: float | None) -> None:
+    def __init__(self, name: str, client: openai.OpenAI, timeout: float | None,
+                 async_client: Callable[[], openai.AsyncOpenAI] | None = None) -> None:
         self.name = name
         self.client = client
         self.timeout = timeout
+        self._make_async = async_client
+        self._async: openai.AsyncOpenAI | None = None
 
-    def stream_chat(self, body: dict[str, Any], timeout: float) -> httpx2.Response:
-        """POST a streamed chat completion; the raw response, its body not yet read (the
-        caller closes it)."""
+    def async_client(self) -> openai.AsyncOpenAI:
+        """The async client for group members, made on first use on the member loop (it is
+        bound to that loop: podium/aio.py keeps one for the process)."""
+        if self._async is None:
+            if self._make_async is None:
+                raise ProviderError(f"{self.name}: this provider has no async client")
+            self._async = self._make_async()
+        return self._async
+
+    async def stream_chat(self, body: dict[str, Any], timeout: float, *,
+                          aio: bool) -> httpx2.Response:
+        """POST a streamed chat completion (with the async client when `aio`); the raw
+        response, its body not yet read (the caller closes it)."""
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         options: Any = {**_STREAM_OPTIONS, "timeout": timeout}
+        if aio:
+            got = await self.async_client().post(
+                "/chat/completions", cast_to=httpx2.Response, body=body, options=options,
+                stream=True)
+            raw: httpx2.Response = raw_http(got)
+            return raw
         return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 
@@ -255,6 +295,22 @@ class OpenAIProvider:
 
     def close(self) -> None:
         self.client.close()
+        if self._async is not None:
+            close_on_loop(self._async.close())
+            self._async = None
+
+
+def _async_client(make: Callable[..., openai.AsyncOpenAI],
+                  given: dict[str, Any]) -> openai.AsyncOpenAI:
+    """The async client over aiohttp (openai[aiohttp]): httpx's own async connection pool
+    spends CPU in proportion to its open connections on every request (at 100 members in
+    flight, most of a call's CPU: docs/performance.md); without aiohttp, httpx's."""
+    transport = getattr(openai, "DefaultAioHttpClient", None)
+    try:
+        return make(**given, http_client=transport()) if transport is not None else \
+            make(**given)
+    except RuntimeError:  # the aiohttp extra is missing: the SDK's placeholder refuses
+        return make(**given)
 
 
 def create_openai(settings: ProviderSettings) -> OpenAIProvider:
@@ -267,10 +323,11 @@ def create_openai(settings: ProviderSettings) -> OpenAIProvider:
         raise ProviderError("provider 'openai' needs an API key: set OPENAI_API_KEY, or "
                             "runtime.provider.api_key_env / api_key (an OpenAI-compatible "
                             "endpoint is chosen with base_url or OPENAI_BASE_URL)")
-    client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0,
-                           default_headers=settings.headers or None,
-                           timeout=settings.timeout or 600.0)
-    return OpenAIProvider("openai", client, settings.timeout)
+    given: dict[str, Any] = {"api_key": key, "base_url": base_url, "max_retries": 0,
+                             "default_headers": settings.headers or None,
+                             "timeout": settings.timeout or 600.0}
+    return OpenAIProvider("openai", openai.OpenAI(**given), settings.timeout,
+                          functools.partial(_async_client, openai.AsyncOpenAI, given))
 
 
 def create_azure(settings: ProviderSettings) -> OpenAIProvider:
@@ -284,7 +341,9 @@ def create_azure(settings: ProviderSettings) -> OpenAIProvider:
     if missing:
         raise ProviderError("provider 'azure' needs " + ", ".join(missing))
     assert endpoint is not None
-    client = openai.AzureOpenAI(azure_endpoint=endpoint, api_key=key, api_version=version,
-                                max_retries=0, default_headers=settings.headers or None,
-                                timeout=settings.timeout or 600.0)
-    return OpenAIProvider("azure", client, settings.timeout)
+    given: dict[str, Any] = {"azure_endpoint": endpoint, "api_key": key,
+                             "api_version": version, "max_retries": 0,
+                             "default_headers": settings.headers or None,
+                             "timeout": settings.timeout or 600.0}
+    return OpenAIProvider("azure", openai.AzureOpenAI(**given), settings.timeout,
+                          functools.partial(_async_client, openai.AsyncAzureOpenAI, given))

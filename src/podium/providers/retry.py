@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from podium.aio import asleep, drive
 from podium.language.model import RetryConfig
 from podium.providers.base import ProviderError, TokenUsage
 
@@ -77,12 +78,20 @@ class PolicyRetrier:
         self.failed_spend: list[TokenUsage] = []  # tokens spent by attempts that failed
 
     def call(self, fn: Callable[[], T], what: str) -> T:
+        async def once() -> T:
+            return fn()
+
+        return drive(self.acall(once, what, aio=False))
+
+    async def acall(self, fn: Callable[[], Awaitable[T]], what: str, aio: bool) -> T:
+        """`call` for a coroutine function; with `aio`, the wait between attempts is the
+        clock's async sleep (the loop goes on with the other members meanwhile)."""
         from podium.events.model import ProviderRetry
 
         attempt = 1
         while True:
             try:
-                return fn()
+                return await fn()
             except ProviderError as exc:
                 if exc.spent:
                     self.failed_spend.extend(exc.spent)
@@ -104,7 +113,10 @@ class PolicyRetrier:
                                         attempt=attempt, max_attempts=self.policy.max_attempts,
                                         error=str(exc)[:500], delay=delay,
                                         status=exc.status, category=exc.category))
-                self.clock.sleep(delay, self.cancel)
+                if aio:
+                    await asleep(self.clock, delay, self.cancel)
+                else:
+                    self.clock.sleep(delay, self.cancel)
                 if self.cancel is not None and self.cancel.is_set():
                     raise
                 attempt += 1

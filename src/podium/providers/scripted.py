@@ -251,6 +251,31 @@ class _ScriptedSession:
         self.sent = 0
 
     def send(self, message: str) -> Reply:
+        answer = self._take(message)
+        if answer.delay:
+            if self.provider.clock is not None:
+                self.provider.clock.sleep(answer.delay)
+            else:
+                threading.Event().wait(answer.delay)
+        return self._reply(answer)
+
+    async def asend(self, message: str) -> Reply:
+        """`send` for a group member on the event loop: the delay is the clock's async
+        sleep, so the loop answers the other members meanwhile."""
+        import asyncio
+
+        from podium.aio import asleep
+
+        answer = self._take(message)
+        if answer.delay:
+            if self.provider.clock is not None:
+                await asleep(self.provider.clock, answer.delay)
+            else:
+                await asyncio.sleep(answer.delay)
+        return self._reply(answer)
+
+    def _take(self, message: str) -> Answer:
+        """Record the request and take its answer (the next attempt)."""
         req = self.request
         with self.provider._lock:
             self.provider.requests.append({
@@ -259,7 +284,7 @@ class _ScriptedSession:
                 "model": req.model, "provider": req.provider, "message": message,
                 "system_prompt": req.system_prompt, "tools": req.tools,
                 "output_schema": req.output_schema, "reasoning_effort": req.reasoning_effort,
-                "working_dir": req.working_dir})
+                "working_dir": req.working_dir, "thread": threading.get_ident()})
         if self.sent >= len(self.answers):
             raise ProviderError(f"the responses file has {len(self.answers)} attempt(s) for "
                                 f"'{req.key}' execution {req.iteration}, and attempt "
@@ -267,16 +292,14 @@ class _ScriptedSession:
                                 iteration=req.iteration)
         answer = self.answers[self.sent]
         self.sent += 1
-        if answer.delay:
-            if self.provider.clock is not None:
-                self.provider.clock.sleep(answer.delay)
-            else:
-                threading.Event().wait(answer.delay)
+        return answer
+
+    def _reply(self, answer: Answer) -> Reply:
         if answer.files:
             self._write_files(answer.files)
         usage = answer.usage or _Usage()
         return Reply(answer.as_text(), None, usage.input_tokens, usage.output_tokens,
-                     usage.cached_tokens, answer.model or req.model)
+                     usage.cached_tokens, answer.model or self.request.model)
 
     def _write_files(self, files: dict[str, str]) -> None:
         base = Path(self.request.working_dir or ".").resolve()

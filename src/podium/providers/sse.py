@@ -9,7 +9,7 @@ import codecs
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from podium.providers.base import ProviderError
@@ -22,58 +22,106 @@ QUOTED = 80  # characters of a bad event quoted in its error
 _EOL = re.compile(r"\r\n|\r|\n")
 
 
-def lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """The lines of a stream's body (`response.iter_bytes()`), without their endings, decoded
-    as UTF-8 (an event stream's only encoding; a broken sequence becomes U+FFFD). A line may
+class LineReader:
+    """The lines of a stream's body fed chunk by chunk, without their endings, decoded as
+    UTF-8 (an event stream's only encoding; a broken sequence becomes U+FFFD). A line may
     arrive over several chunks (kept as pieces, joined once), and a CRLF split between two."""
-    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-    pieces: list[str] = []  # the line being read
-    after_cr = False  # the last chunk ended a line with CR: an LF opening the next is its pair
-    for chunk in chunks:
-        text = decode(chunk)
-        if after_cr and text:
-            after_cr = False
+
+    def __init__(self) -> None:
+        self.decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        self.pieces: list[str] = []  # the line being read
+        self.after_cr = False  # the last chunk ended a line with CR: an LF next is its pair
+
+    def feed(self, chunk: bytes) -> list[str]:
+        text = self.decode(chunk)
+        if self.after_cr and text:
+            self.after_cr = False
             if text.startswith("\n"):
                 text = text[1:]
         if not text:
-            continue
-        after_cr = text.endswith("\r")
+            return []
+        self.after_cr = text.endswith("\r")
         parts = _EOL.split(text)
         if len(parts) == 1:
-            pieces.append(text)
-            continue
-        if pieces:
-            parts[0] = "".join(pieces) + parts[0]
-        pieces = [parts.pop()]
-        yield from parts
-    rest = "".join(pieces) + decode(b"", True)
-    if rest:
-        yield rest
+            self.pieces.append(text)
+            return []
+        if self.pieces:
+            parts[0] = "".join(self.pieces) + parts[0]
+        self.pieces = [parts.pop()]
+        return parts
+
+    def end(self) -> list[str]:
+        rest = "".join(self.pieces) + self.decode(b"", True)
+        return [rest] if rest else []
 
 
-def events(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
-    """Each event of the stream: its `event:` name (None when it has none) and its `data:`
-    lines joined by newlines. Comments and other fields are skipped; an event is complete at
-    a blank line (or at the end of the stream)."""
-    name: str | None = None
-    data: list[str] = []
-    for line in lines:
+def lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a stream's body (`response.iter_bytes()`): LineReader's."""
+    reader = LineReader()
+    for chunk in chunks:
+        yield from reader.feed(chunk)
+    yield from reader.end()
+
+
+async def body_lines(response: Any, seconds: float, label: str, *,
+                     aio: bool) -> AsyncIterator[str]:
+    """The lines of a streamed httpx response's body, held to `seconds` (`within`): read with
+    `aiter_bytes` when `aio` (an async client's response), else `iter_bytes` (it then never
+    suspends: podium/aio.py drive)."""
+    reader = LineReader()
+    deadline = time.monotonic() + seconds
+    if aio:
+        async for chunk in response.aiter_bytes():
+            _check(deadline, seconds, label)
+            for line in reader.feed(chunk):
+                yield line
+    else:
+        for chunk in response.iter_bytes():
+            _check(deadline, seconds, label)
+            for line in reader.feed(chunk):
+                yield line
+    for line in reader.end():
+        yield line
+
+
+class EventReader:
+    """Events from lines fed one by one: `feed` returns the event a blank line completes, as
+    (its `event:` name or None, its `data:` lines joined by newlines); `end` the last one.
+    Comments and other fields are skipped."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> tuple[str | None, str] | None:
         if not line:
-            if data or name is not None:
-                yield name, "\n".join(data)
-            name, data = None, []
-            continue
+            return self.end()
         if line.startswith(":"):
-            continue
+            return None
         field, _, value = line.partition(":")
         if value.startswith(" "):
             value = value[1:]
         if field == "event":
-            name = value
+            self.name = value
         elif field == "data":
-            data.append(value)
-    if data or name is not None:
-        yield name, "\n".join(data)
+            self.data.append(value)
+        return None
+
+    def end(self) -> tuple[str | None, str] | None:
+        found = (self.name, "\n".join(self.data)) if self.data or self.name is not None \
+            else None
+        self.name, self.data = None, []
+        return found
+
+
+def events(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
+    """Each event of the stream (EventReader's)."""
+    reader = EventReader()
+    for line in lines:
+        if (found := reader.feed(line)) is not None:
+            yield found
+    if (found := reader.end()) is not None:
+        yield found
 
 
 def within(chunks: Iterable[bytes], seconds: float, label: str) -> Iterator[bytes]:
@@ -81,11 +129,15 @@ def within(chunks: Iterable[bytes], seconds: float, label: str) -> Iterator[byte
     an endpoint that sends a keep-alive comment now and then hold a step forever."""
     deadline = time.monotonic() + seconds
     for chunk in chunks:
-        if time.monotonic() > deadline:
-            raise ProviderError(f"{label}: the answer did not end within {seconds:.3g}s (the "
-                                "agent's timeout_seconds, else 600 s per model call); the "
-                                "stream was closed", retryable=True, category="timeout")
+        _check(deadline, seconds, label)
         yield chunk
+
+
+def _check(deadline: float, seconds: float, label: str) -> None:
+    if time.monotonic() > deadline:
+        raise ProviderError(f"{label}: the answer did not end within {seconds:.3g}s (the "
+                            "agent's timeout_seconds, else 600 s per model call); the "
+                            "stream was closed", retryable=True, category="timeout")
 
 
 def data_json(data: str, label: str) -> Any:

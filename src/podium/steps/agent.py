@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
+from podium.aio import blocking, drive
 from podium.errors import LimitExceeded, OutputContractError, RunError, StepError
 from podium.events.model import ModelExchange, ParseRecovery, PromptRendered, Warning_
 from podium.language.model import EFFORTS, AgentStep
@@ -231,7 +232,7 @@ def reserve(call: StepCall, req: AgentRequest, sent: list[str | None]) -> Reserv
     run = call.run
     if not run.budget.enforcing:
         return None
-    extra = getattr(run.local, "extra", None) or {}
+    extra = run.local.extra or {}
     key = extra.get("_key", extra.get("_index"))
     name = req.step if key is None else f"{req.step}[{key}]"
     label = f"the {req.call} call of agent '{name}'" if req.call else \
@@ -339,7 +340,9 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
         wf.runtime.temperature, toolbox, run.bus.emit, retrier,
         step.max_agent_iterations or wf.runtime.max_agent_iterations or DEFAULT_AGENT_ITERATIONS,
         _effective_tools(step, run.workflow.tools))
-    request = replace(request, **_runtime_options(call, step, ctx, provider))
+    options = _runtime_options(call, step, ctx, provider)
+    if options:
+        request = replace(request, **options)
     if announce:
         run.bus.emit(PromptRendered(step=name, iteration=it, provider=provider_name,
                                     model=model, prompt=prompt, system_prompt=system,
@@ -404,16 +407,34 @@ def execute_agent(call: StepCall) -> StepOutcome:
     return _execute(call, step, _plan(call, step))
 
 
+async def execute_agent_async(call: StepCall) -> StepOutcome:
+    """`execute_agent` for a group member, as a task of the member loop (podium/aio.py): the
+    same code, its model calls awaited on the provider's async path. An agent with a dialog
+    or a validator runs whole in a worker thread (its checks make calls of their own)."""
+    step = call.step
+    assert isinstance(step, AgentStep)
+    if step.dialog is not None or step.validator is not None:
+        return await blocking(partial(execute_agent, call), True)
+    plan = _plan(call, step)
+    return await _conversation(call, step, plan, aio=True)
+
+
 def _execute(call: StepCall, step: AgentStep, plan: _Plan) -> StepOutcome:
     """One conversation with the model: the prompt, then corrections."""
+    return drive(_conversation(call, step, plan, aio=False))
+
+
+async def _conversation(call: StepCall, step: AgentStep, plan: _Plan, *,
+                        aio: bool) -> StepOutcome:
     session = plan.provider.open_session(plan.request)
     try:
-        return _converse(call, step, plan, session)
+        return await _converse(call, step, plan, session, aio)
     finally:
         session.close()
 
 
-def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) -> StepOutcome:
+async def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session,
+                    aio: bool) -> StepOutcome:
     """Send the prompt, then corrections in the same session, until the answer keeps the
     output contract (or the correction budget is spent)."""
     run, name, it = call.run, step.name, call.iteration
@@ -428,7 +449,7 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
     while True:
         attempt += 1
         started = run.clock.monotonic()
-        reply, this = _send(call, plan, session, message, (sent, usage))
+        reply, this = await _send(call, plan, session, message, (sent, usage), aio=aio)
         sent += [message, reply.text]
         usage = replace(usage + this, model=reply.model or req.model)
         run.bus.emit(exchange(run, reply, this, {
@@ -460,8 +481,8 @@ def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Session) ->
         message = _correction_message(reason, error or "", reply.text, req.output_schema)
 
 
-def _send(call: StepCall, plan: _Plan, session: Session, message: str,
-          before: tuple[list[str | None], Usage]) -> tuple[Reply, Usage]:
+async def _send(call: StepCall, plan: _Plan, session: Session, message: str,
+                before: tuple[list[str | None], Usage], *, aio: bool) -> tuple[Reply, Usage]:
     """One model call of the agent's conversation (`before`: what it sent and spent so far):
     its worst case reserved against the budget first, settled to what it cost after."""
     req, retrier = plan.request, plan.retrier
@@ -473,7 +494,8 @@ def _send(call: StepCall, plan: _Plan, session: Session, message: str,
     cost: float | None = None
     try:
         try:
-            reply = retrier.call(partial(session.send, message), "model call")
+            reply = await retrier.acall(partial(_ask, session, message, aio), "model call",
+                                        aio)
         except ProviderError as exc:
             lost = _attach_spend(call, req, exc, before[1], retrier.failed_spend)
             cost = lost.cost_usd
@@ -499,6 +521,17 @@ def _emit_failed(call: StepCall, req: AgentRequest, lost: Usage, message: str,
                             provider=req.provider, model=req.model, call=req.call)
     if event is not None:
         run.bus.emit(event)
+
+
+async def _ask(session: Session, message: str, aio: bool) -> Reply:
+    """One `send` of the session: on the loop, its async path (`asend`) when it has one, else
+    its blocking `send` in a worker thread."""
+    if not aio:
+        return session.send(message)
+    asend = getattr(session, "asend", None)
+    if asend is not None:
+        return await asend(message)  # type: ignore[no-any-return]
+    return await blocking(partial(session.send, message), True)
 
 
 def _attach_spend(call: StepCall, req: AgentRequest, exc: ProviderError, usage: Usage,

@@ -64,7 +64,7 @@ def _checked(agent: AgentRun, carried: dict[str, Any] | None) -> StepOutcome:
         first = _execute(call, step, agent.plan)
         agent.spend.add("", first.usage)
         output = first.output
-        if step.dialog is not None and getattr(run.local, "group", None) is None:
+        if step.dialog is not None and run.local.group is None:
             from podium.steps.dialog import run_dialog
 
             output = run_dialog(agent, output)

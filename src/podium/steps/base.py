@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,41 @@ class RunOptions:
     cli_instructions: str | None = None
 
 
+# what the member of a group running in this context (a task of the group's event loop, or a
+# thread) is: (the MemberLocal it belongs to, its item variables, its group)
+_MEMBER: contextvars.ContextVar[tuple[MemberLocal, dict[str, Any] | None, str | None] | None] = \
+    contextvars.ContextVar("podium_member", default=None)
+
+
+class MemberLocal:
+    """Per-member context of one run's services: the for-each item variables (`extra`) and
+    the group (`group`) of the member running in the current context. It lives in a
+    contextvar, so each asyncio task of a group (and each thread) sees its own member; the
+    owner check keeps a sub-workflow's services from seeing its parent's member."""
+
+    def _get(self) -> tuple[dict[str, Any] | None, str | None]:
+        found = _MEMBER.get()
+        if found is None or found[0] is not self:
+            return None, None
+        return found[1], found[2]
+
+    @property
+    def extra(self) -> dict[str, Any] | None:
+        return self._get()[0]
+
+    @extra.setter
+    def extra(self, value: dict[str, Any] | None) -> None:
+        _MEMBER.set((self, value, self._get()[1]))
+
+    @property
+    def group(self) -> str | None:
+        return self._get()[1]
+
+    @group.setter
+    def group(self, value: str | None) -> None:
+        _MEMBER.set((self, self._get()[0], value))
+
+
 @dataclass
 class RunServices:
     """The engine's services for executors: templates, contexts, events, time, providers."""
@@ -100,7 +136,7 @@ class RunServices:
     run_id: str
     deadline: float | None = None  # monotonic time when the run's timeout expires
     cancel: threading.Event = field(default_factory=threading.Event)
-    local: threading.local = field(default_factory=threading.local)
+    local: MemberLocal = field(default_factory=MemberLocal)
     # the dialog a parked run waited in, by (step, iteration), from its dialog_started event:
     # the resumed execution goes on from there instead of asking the model again
     carried_dialogs: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
@@ -124,11 +160,11 @@ class RunServices:
     @property
     def group(self) -> str | None:
         """The group whose member runs on this thread (None outside a group)."""
-        return getattr(self.local, "group", None)
+        return self.local.group
 
     def step_context(self, step: StepBase) -> dict[str, Any]:
         """The context a step's own templates see (depends on the context mode), plus the
-        item variables when the step runs for a for-each item (set per worker thread)."""
+        item variables when the step runs for a for-each item (set per member: MemberLocal)."""
         if self.mode == "explicit":
             ctx = self.contexts.explicit(self.state, step.name, step.input,
                                          all_inputs=step.type in LOCAL_RENDER_TYPES)
@@ -136,7 +172,7 @@ class RunServices:
             ctx = self.contexts.last_only(self.state)
         else:
             ctx = self.contexts.full(self.state)
-        extra = getattr(self.local, "extra", None)
+        extra = self.local.extra
         if extra:
             ctx.update(extra)
         return ctx

@@ -171,6 +171,9 @@ class SQLCore:
         self._closed = False
         self._failed = None  # set by the first write that failed
         self._numbering = False  # number_at_commit(): this handle gives events their seq
+        # runs whose group members' writes are held for one transaction per batch (hold()):
+        # run id -> [the batch's wake-up, whether writes wait now]
+        self._held: dict[str, list[Any]] = {}
         # secrets of the runs this process advances: never written (make_engine shares the
         # run's redactor with its store)
         self.redactor = Redactor()
@@ -208,6 +211,30 @@ class SQLCore:
         if pending is None:
             pending = self._pending[run_id] = _Pending()
         return pending
+
+    def hold(self, run_id: str, wake: Callable[[], None]) -> None:
+        """While a group of `run_id` runs: the writes of its members' events that would
+        commit at once wait instead, and `wake()` is called (from the emitting thread) when
+        the first one waits; the group then commits them all in one transaction
+        (`commit_held`), at the latest before its own checkpoint (`release`)."""
+        with self._lock:
+            self._held[run_id] = [wake, False]
+
+    def commit_held(self, run_id: str) -> None:
+        """Commit the held writes of `run_id` (one transaction)."""
+        with self._lock:
+            held = self._held.get(run_id)
+            if held is None or not held[1]:
+                return
+            held[1] = False
+            self._flush([run_id])
+
+    def release(self, run_id: str) -> None:
+        """The group ended: its held writes commit now, later writes commit as they come."""
+        with self._lock:
+            held = self._held.pop(run_id, None)
+            if held is not None and held[1]:
+                self._flush([run_id])
 
     def number_at_commit(self) -> None:
         """This handle numbers the events it commits (store/base.py RunStore says how)."""
@@ -375,6 +402,14 @@ class SQLCore:
             if not _defers(event):
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
+                held = self._held.get(event.run_id)
+                if held is not None and event.__dict__.get("group") is not None:
+                    if not held[1]:  # the batch's first: the group commits it soon
+                        held[1] = True
+                        held[0]()
+                    return
+                if held is not None:
+                    held[1] = False  # committed with this one
                 self._flush([event.run_id])
 
     def _summarise(self, event: Event) -> list[_Write]:
