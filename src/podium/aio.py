@@ -13,10 +13,12 @@ suspends (its I/O is the blocking call), so `drive` runs it to the end without a
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # asyncio loads with the first group, not with every run
+    import asyncio
 
 T = TypeVar("T")
 
@@ -37,6 +39,8 @@ def drive(coro: Coroutine[Any, Any, T]) -> T:
 
 def loop() -> asyncio.AbstractEventLoop:
     """The process's member loop, started on first use."""
+    import asyncio
+
     with _lock:
         running = _state.get("loop")
         if running is None or running.is_closed():
@@ -56,6 +60,8 @@ def loop() -> asyncio.AbstractEventLoop:
 
 def on_loop() -> bool:
     """Is the caller a task of the member loop?"""
+    import asyncio
+
     try:
         return asyncio.get_running_loop() is _state.get("loop")
     except RuntimeError:
@@ -65,6 +71,8 @@ def on_loop() -> bool:
 async def blocking(fn: Callable[[], T], aio: bool) -> T:
     """`fn()` (blocking I/O): here with `aio` false, in a worker thread with `aio` true (the
     loop is never blocked; the worker sees the caller's context: its member)."""
+    import asyncio
+
     if not aio:
         return fn()
     return await asyncio.to_thread(fn)
@@ -73,6 +81,8 @@ async def blocking(fn: Callable[[], T], aio: bool) -> T:
 async def asleep(clock: Any, seconds: float, cancel: threading.Event | None = None) -> None:
     """Sleep on the run's clock without blocking the loop: its `asleep` (podium's clocks have
     one), else its blocking `sleep` in a worker thread."""
+    import asyncio
+
     own = getattr(clock, "asleep", None)
     if own is not None:
         await own(seconds, cancel)
@@ -83,6 +93,8 @@ async def asleep(clock: Any, seconds: float, cancel: threading.Event | None = No
 def close_on_loop(coro: Coroutine[Any, Any, Any]) -> None:
     """Close an async client (its `close()` coroutine) on the member loop it was made on,
     waiting up to a few seconds; nothing to do when that loop never started."""
+    import asyncio
+
     running = _state.get("loop")
     if running is None or running.is_closed():
         coro.close()

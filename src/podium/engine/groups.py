@@ -7,7 +7,6 @@ so the loop is never blocked (decision 0031)."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import dataclasses
 import functools
@@ -23,6 +22,8 @@ from podium.language.model import ForEachGroup, ParallelGroup, StepBase
 from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
+    import asyncio
+
     from podium.engine.run import Engine
     from podium.events.bus import EventBus
 
@@ -160,6 +161,8 @@ def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
     events of every member that moved meanwhile; None when no committer batches. A failed
     commit sets the bus's failure: every member's next emit raises it, which stops the
     group."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
 
@@ -188,6 +191,8 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
     still run (and park at their own gates). Returns the finished jobs in submission order.
     Interrupted here (Ctrl+C, SIGTERM), the tasks in flight are cancelled: their SDK calls
     are abandoned, their connections closed."""
+    import asyncio
+
     results: list[_Done | None] = [None] * len(jobs)
     width = max(1, min(workers, len(jobs)))
     unwound = threading.Event()
