@@ -27,7 +27,7 @@ test: install-dev
 	$(RUN) ruff check src tests bench
 	$(RUN) lint-imports
 	$(RUN) mypy
-	$(RUN) python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(RUN) python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install-dev
 	$(RUN) ruff check src tests bench
