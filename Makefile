@@ -5,6 +5,10 @@
 # uv on PATH, else the one scripts/bootstrap.sh fetched into .cache/uv (a PEP 668 Python)
 UV = $(shell command -v uv 2>/dev/null || { test -x .cache/uv/bin/uv && echo .cache/uv/bin/uv; } || echo python3 -m uv)
 RUN = $(UV) run --frozen --no-sync -q
+# `make test` runs the test files on TEST_WORKERS pytest-xdist workers, each file whole on one
+# worker (docs/testing.md, docs/decisions/0034-parallel-test-suite.md); `make test
+# TEST_WORKERS=0` runs them in one process. A plain `pytest tests/FILE.py` is never parallel.
+TEST_WORKERS ?= 3
 
 install:
 	scripts/bootstrap.sh
@@ -23,7 +27,7 @@ test: install-dev
 	$(RUN) ruff check src tests bench
 	$(RUN) lint-imports
 	$(RUN) mypy
-	$(RUN) python -m pytest -q
+	$(RUN) python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install-dev
 	$(RUN) ruff check src tests bench

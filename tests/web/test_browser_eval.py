@@ -44,9 +44,23 @@ def test_the_eval_page_shows_the_variants_plots_and_differences(served: tuple[Se
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.route(re.compile(r".*/api/evals/.*"), _slow)  # the loading state shows first
+            # a slow store: the eval's data is held until the page has said it is loading
+            # (instead of showing zeros), then let through
+            held: list[Any] = []
+
+            def hold(route: Any) -> None:
+                if held and held[0] is None:  # released
+                    route.continue_()
+                else:
+                    held.append(route)
+
+            page.route(re.compile(r".*/api/evals/.*"), hold)
             page.goto(f"{serve.base}/evals/{eval_id}#token={serve.token}")
             expect(page.locator("#eval-loading")).to_contain_text("Loading eval")
+            assert held, "the page showed its loading state before asking for the eval"
+            waiting, held[:] = list(held), [None]
+            for route in waiting:
+                route.continue_()
             expect(page.locator("#eval-page h1")).to_have_text(f"eval {eval_id}")
             good = page.locator('#eval-variants tr[data-variant="good"]')
             bad = page.locator('#eval-variants tr[data-variant="bad"]')
@@ -70,9 +84,3 @@ def test_the_eval_page_shows_the_variants_plots_and_differences(served: tuple[Se
         finally:
             browser.close()
 
-
-def _slow(route: Any) -> None:
-    import time
-
-    time.sleep(0.3)  # a slow store: the page says it is loading instead of showing zeros
-    route.continue_()
