@@ -467,7 +467,12 @@ def test_stop_checks_the_process_identity(home: Home) -> None:
         assert stop.returncode == 0
         assert "no live process" in stop.stdout
         assert stranger.poll() is None  # untouched
-        assert home.only_run()["status"] == "interrupted"
+        con = sqlite3.connect(home.home / "podium.db")
+        stored = con.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        con.close()
+        assert stored == "interrupted"
+        # its gate is still open, so people read it as waiting (app/owners.py held())
+        assert home.only_run()["status"] == "waiting"
     finally:
         stranger.communicate("")
     assert stranger.returncode == 0
