@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -218,3 +218,47 @@ def test_one_implementation_runs_with_and_without_a_loop() -> None:
 
     with pytest.raises(RuntimeError, match="tried to suspend"):
         aio.drive(suspends())
+
+
+def test_a_fan_out_commits_its_members_prompts_in_batches(tmp_path: Path) -> None:
+    """While a group holds its run's commits, a member's prompt_rendered joins the batch: it
+    was a transaction of its own per member (store/sqlcore.py; docs/performance.md issue 33).
+    Twelve members start in the loop's first pass, before the batch's committer can run, so
+    their prompts share one transaction (two allow for a member the first pass misses)."""
+    from podium.app.inputs import parse_inputs
+    from podium.app.launch import LaunchOptions, make_engine
+    from podium.engine.run import file_hash
+    from podium.language.load import load_workflow
+    from podium.store.base import RunRecord
+    from podium.store.sqlite import SQLiteStore
+
+    class Counting(SQLiteStore):
+        prompts: ClassVar[list[int]] = []
+
+        def _flush(self, run_ids: list[str]) -> None:
+            n = sum(1 for rid in run_ids if (p := self._pending.get(rid)) for w in p.writes
+                    if isinstance(w, tuple) and "prompt_rendered" in w[1])
+            if n:
+                self.prompts.append(n)
+            super()._flush(run_ids)
+
+    path = _wf(tmp_path, "copilot", 12, 12)
+    responses = tmp_path / "responses.yaml"
+    responses.write_text(json.dumps({"agents": {"worker": {"every": {"output": {"ok": True}}}}}),
+                         encoding="utf-8")
+    store = Counting(tmp_path / "home" / "podium.db")
+    wf = load_workflow(path).model
+    assert wf is not None
+    inputs = parse_inputs(wf, [], None)
+    engine = make_engine(wf, path, inputs, LaunchOptions(responses=responses, verbosity=0),
+                         store)
+    store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(path), file_hash(path),
+                               inputs))
+    result = engine.run()
+    store.close()
+    assert result.exit_code == 0
+    assert sum(Counting.prompts) == 12
+    assert len(Counting.prompts) <= 2, Counting.prompts  # it was 12: one per member
+    events = SQLiteStore(tmp_path / "home" / "podium.db").events(engine.run_id)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert sum(e["type"] == "prompt_rendered" for e in events) == 12

@@ -47,7 +47,9 @@ _INSTANT = frozenset({"set"})
 # sees the member start a moment later (its group is seen running meanwhile), and a member
 # then killed is as if it never started. One transaction less per member of an agent
 # fan-out (docs/performance.md). A top-level agent's start commits at once: creating its
-# provider or starting its MCP servers may take seconds, which its run must show.
+# provider or starting its MCP servers may take seconds, which its run must show. While a
+# group holds its run's commits (hold()), a prompt is a member's (the run's own thread waits
+# for the group): the start and the prompt join the batch, not a transaction of their own.
 
 _SWAP_TRIES = 50  # change_run_options: writers racing on one run's options
 
@@ -403,7 +405,8 @@ class SQLCore:
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
                 held = self._held.get(event.run_id)
-                if held is not None and event.__dict__.get("group") is not None:
+                if held is not None and (event.__dict__.get("group") is not None
+                                         or event.type == "prompt_rendered"):
                     if not held[1]:  # the batch's first: the group commits it soon
                         held[1] = True
                         held[0]()
