@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import REPO
+from bench_engine import script_loop_yaml as script_loop  # one script loop for every bench
 from gen_workflows import generate
 
 ARTICLE = REPO / "examples" / "dev-review" / "workflow.yaml"
@@ -20,7 +21,6 @@ BIG = 800
 # loop lengths for the per-step slopes: short and long runs of the same workflow
 SET_STEPS = (10, 410)
 SCRIPT_STEPS = (10, 110)
-TRUE = "/usr/bin/true" if Path("/usr/bin/true").exists() else "/bin/true"
 
 TWO_STEP = """\
 workflow:
@@ -59,27 +59,6 @@ agents:
       - to: count
 output:
   count: "{{{{ count.output }}}}"
-"""
-
-
-def script_loop(n: int) -> str:
-    return f"""\
-workflow:
-  name: script-loop-{n}
-  description: One script step running {TRUE}, {n} times
-  entry_point: tick
-  limits:
-    max_iterations: 500
-agents:
-  - name: tick
-    type: script
-    command: {TRUE}
-    routes:
-      - to: $end
-        when: "{{{{ context.iteration >= {n} }}}}"
-      - to: tick
-output:
-  exit_code: "{{{{ tick.output.exit_code }}}}"
 """
 
 
