@@ -508,6 +508,26 @@ class RunStoreConformance:
             "step_finished", "route_taken", "checkpoint"]
         assert reader.events("r1") == writer.events("r1")
 
+    def test_a_run_ended_before_its_checkpoint_keeps_its_events_numbered_1_to_n(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A step finished, then the run ended before its checkpoint (a routing error, an
+        interrupt): the step's events are not committed, and the run's end takes the seq of
+        the first of them, so the events stay 1..n (before: a gap, e.g. 1..7 then 9)."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        history = _history("r1")
+        for event in history[:5]:  # step_finished and route_taken (seq 4, 5) wait
+            writer.append_event(event)
+        writer.append_event(_stamp(RunFinished(status="error", step="a", message="no route",
+                                               elapsed=1.0, iterations=1, exit_code=3),
+                                   "r1", 6))
+        events = reader.events("r1")
+        assert [(e["seq"], e["type"]) for e in events] == [
+            (1, "run_started"), (2, "step_started"), (3, "script_output"), (4, "run_finished")]
+        assert [e.seq for e in reader.history("r1")] == [1, 2, 3, 4]  # the body says so too
+        assert reader.get_run("r1").last_seq == 4
+        assert reader.get_run("r1").status == "error"
+
     def test_live_rows_are_no_history(self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))
@@ -574,7 +594,8 @@ class RunStoreConformance:
         writer.append_event(c[3])  # c's step finishes too, then c is interrupted
         writer.append_event(_stamp(RunFinished(status="interrupted", elapsed=0.1,
                                                iterations=0, exit_code=130), "c", 5))
-        assert [e["seq"] for e in reader.events("c")] == [1, 2, 3, 5]  # its step dropped
+        # its step dropped, and its end takes the step's first seq: 1..n, no gap
+        assert [e["seq"] for e in reader.events("c")] == [1, 2, 3, 4]
         writer.append_event(a[4])
         writer.append_event(a[5])  # a's checkpoint commits a's step, with the answer used
         assert [e["seq"] for e in reader.events("a")] == [1, 2, 3, 4, 5, 6]

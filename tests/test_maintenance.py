@@ -90,11 +90,14 @@ class ResumedBeforeRemoval:
     """The store prune uses, with a real `podium resume` of the run started, and holding
     the run, between prune's look at the run and its removal (the window of the race)."""
 
-    def __init__(self, store: RunStore, start_resume: Any, started: Path) -> None:
+    def __init__(self, store: RunStore, start_resume: Any, started: Path, *,
+                 finished: bool = False) -> None:
         self.store = store
         self.start_resume = start_resume
         self.started = started
+        self.finished = finished  # the resume also ends (the run `success`) before removal
         self.resume: subprocess.Popen[str] | None = None
+        self.resume_out: tuple[str, str] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -102,6 +105,8 @@ class ResumedBeforeRemoval:
     def delete_runs(self, run_ids: list[str], **how: Any) -> int:
         self.resume = self.start_resume()
         assert wait_until(self.started.exists, TIMEOUT), "the resume never reached its step"
+        if self.finished:
+            self.resume_out = self.resume.communicate(timeout=TIMEOUT)
         return self.store.delete_runs(run_ids, **how)
 
 
@@ -131,6 +136,33 @@ def test_a_run_a_resume_took_after_prune_looked_is_kept(tmp_path: Path, store: S
     assert [r["id"] for r in json.loads(listed.stdout)] == [run_id]
 
 
+def test_a_run_a_resume_took_and_finished_after_prune_looked_is_kept(tmp_path: Path,
+                                                                    store: Store) -> None:
+    """The run ended `error` long before prune's cutoff; a resume takes it and ends it
+    `success` after the cutoff, between prune's look and its removal: the removal's own
+    decision sees a run that ended after the cutoff and keeps it (before: it saw a finished
+    run no lease held and removed it, the resume having exited 0)."""
+    from podium.app.fleet import prune
+
+    run_id = _failed_run(tmp_path, store.env)
+    handle = _open(store, tmp_path)
+    racing = ResumedBeforeRemoval(
+        handle, lambda: _start(tmp_path, "resume", run_id, env=store.env),
+        tmp_path / "started", finished=True)
+    try:
+        pruned = prune(racing, 0.0)  # type: ignore[arg-type]
+    finally:
+        handle.close()
+    assert racing.resume is not None
+    assert racing.resume_out is not None
+    assert racing.resume.returncode == 0, racing.resume_out[1]
+    assert (tmp_path / "effect.txt").read_text() == "done"
+    assert (pruned.removed, pruned.kept_unfinished, pruned.runs) == (0, 1, [])
+    shown = _cli(tmp_path, "show", run_id, "--format", "json", env=store.env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["run"]["status"] == "success"
+
+
 def _orphans(store: Store, root: Path) -> list[Any]:
     """Events, checkpoints, gates or leases of a run that is not in the store."""
     sql = ("SELECT run_id FROM events WHERE run_id NOT IN (SELECT id FROM runs) UNION "
@@ -152,10 +184,16 @@ def test_prune_and_resume_at_once_never_lose_a_resumed_run(tmp_path: Path, store
                                                            rounds: int) -> None:
     for _ in range(rounds):
         run_id = _failed_run(tmp_path, store.env)
+        # A resume that took the run holds it at its step until prune has ended: on a loaded
+        # machine it could otherwise end the run before prune even took its cutoff, and
+        # prune would then rightly remove a run finished before it (the test that the
+        # removal keeps a run finished after its look is the one above).
+        (tmp_path / "hold").write_text("1")
         resume = _start(tmp_path, "resume", run_id, env=store.env)
         pruner = _start(tmp_path, "fleet", "prune", "--older-than", "0s", "--yes",
                         env=store.env)
         _, perr = pruner.communicate(timeout=TIMEOUT)
+        (tmp_path / "release").write_text("1")
         _, rerr = resume.communicate(timeout=TIMEOUT)
         assert pruner.returncode == 0, perr
         assert "Traceback" not in rerr + perr

@@ -11,9 +11,10 @@ import json
 import signal
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -453,20 +454,44 @@ def test_a_stopped_worker_hands_its_steps_in_flight_over(tmp_path: Path, server:
     assert failed == []
 
 
+def _drained(stream: IO[str]) -> tuple[list[str], threading.Thread]:
+    """The lines a running process writes to `stream`, as they come."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")),
+                              daemon=True)
+    reader.start()
+    return lines, reader
+
+
 def test_a_run_survives_a_restart_of_the_server(tmp_path: Path, home: Path) -> None:
+    """The server stays down until the following `run --json` has had its calls retried
+    (the SDK's core logs that), then comes back: the run ends, and its stdout is the JSON
+    document alone, the core's log lines on stderr (before, they landed on stdout now and
+    then, when a restart took long enough, and the document did not parse)."""
     dev = DevServer(tmp_path / "restart.db").start()
     stub = Stub(hold=True)
     worker = start_worker(home, dev, "restart", "restart", concurrency=4)
     try:
         proc = _held_pair(tmp_path, home, dev, "restart", stub)
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        out_lines, out_reader = _drained(proc.stdout)
+        err_lines, err_reader = _drained(proc.stderr)
         dev.stop()
+        assert wait_until(lambda: "retried" in "".join(err_lines), timeout=60), (
+            out_lines, err_lines)
         dev.start()
         stub.release.set()
-        out, err = proc.communicate(timeout=90)
+        proc.wait(timeout=90)
+        out_reader.join(timeout=30)
+        err_reader.join(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()
     finally:
         stub.close()
         worker.stop()
         dev.stop()
+    out, err = "".join(out_lines), "".join(err_lines)
     assert proc.returncode == 0, err
     assert json.loads(out) == {"total": 1, "count": 2}
 

@@ -184,11 +184,12 @@ def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
     cutoff = now - older_than
     chosen: list[FleetRow] = []
     removed = kept = 0
+
+    def old_enough(run: RunRecord) -> bool:  # asked at the look, and again at the removal
+        return (run.finished_at or run.updated_at or run.created_at) <= cutoff
+
     for run in store.list_runs(limit=1_000_000):
-        if run.parent_run_id:
-            continue
-        ended = run.finished_at or run.updated_at or run.created_at
-        if ended > cutoff:
+        if run.parent_run_id or not old_enough(run):
             continue
         live = liveness(store, run)
         if live.status not in FINISHED or live.live:
@@ -196,8 +197,8 @@ def prune(store: RunStore, older_than: float, *, dry_run: bool = False,
             continue
         members = family(store, run.id)
         gone = len(members) if dry_run else store.delete_runs(
-            members, unless_owned=owner_alive, statuses=FINISHED)
-        if not gone:  # a resume took it since the look above
+            members, unless_owned=owner_alive, statuses=FINISHED, still=old_enough)
+        if not gone:  # a resume took it (and may have finished it) since the look above
             kept += 1
             continue
         chosen.append(_row(run, live, None, now))

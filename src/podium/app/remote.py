@@ -5,6 +5,7 @@ here, and only for such runs."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +51,35 @@ def _probe(where: str) -> None:
                                   f"{exc.strerror or exc}") from None
 
 
+@functools.cache  # once per process, before its first client
+def _route_core_logs() -> None:
+    """The SDK's core writes its log lines (a gRPC call `retried` while the server
+    restarts, say) to stdout, where they would land inside a `--json` document. Before
+    the first client, every process's runtime forwards them to the Python logger
+    `temporalio.core` instead, at the same levels (core WARN, others ERROR), which writes
+    to stderr (the logging module's last-resort handler; podium installs none)."""
+    import logging
+
+    from temporalio.runtime import (
+        LogForwardingConfig,
+        LoggingConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
+
+    forwarded = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                              forwarding=LogForwardingConfig(
+                                  logger=logging.getLogger("temporalio.core")))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=forwarded)),
+                        error_if_already_set=False)
+
+
 async def connect(where: str, namespace: str = "default") -> Client:
     from temporalio.client import Client
 
     _probe(where)
+    _route_core_logs()
     try:
         return await Client.connect(where, namespace=namespace)
     except Exception as exc:  # the SDK raises RuntimeError with the transport's reason

@@ -227,13 +227,15 @@ class RunCatalog(Protocol):
         ...
 
     def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
-                    statuses: tuple[str, ...] = ()) -> int:
+                    statuses: tuple[str, ...] = (),
+                    still: Callable[[RunRecord], bool] | None = None) -> int:
         """Remove these runs and everything kept with them in one transaction (all of them,
         or none); how many runs were removed. With `unless_owned`, `run_ids` is one run and
         its sub-workflow runs, the run first: nothing is removed when, inside the
         transaction, a lease on it that `unless_owned` says is alive is held (a resume has
-        it), or, with `statuses`, its status is not one of them; a lease taken after the
-        removal finds no run (RunNotFound)."""
+        it), or, with `statuses`, its status is not one of them, or, with `still`, `still`
+        is false for its row as it is now (a resume took it and finished it since the
+        caller looked); a lease taken after the removal finds no run (RunNotFound)."""
         ...
 
 

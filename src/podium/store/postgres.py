@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,7 +220,8 @@ class PostgresStore(SQLCore):
                 self._insert_lease(con, record.id, owner, now)
 
     def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
-                    statuses: tuple[str, ...] = ()) -> int:
+                    statuses: tuple[str, ...] = (),
+                    still: Callable[[RunRecord], bool] | None = None) -> int:
         """Remove these runs and everything kept with them in one transaction (all or none);
         how many runs were removed. With `unless_owned`, under the advisory lock a resume's
         lease takes on the run (store/base.py says what is checked)."""
@@ -229,7 +230,7 @@ class PostgresStore(SQLCore):
         removed = 0
         with self._lock, self._transaction() as con:
             if unless_owned is not None and not self._removable(con, run_ids[0], unless_owned,
-                                                                statuses):
+                                                                statuses, still):
                 return 0
             for table in ("events", "checkpoints", "gates", "leases", "live"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ANY(%s)".encode(), (run_ids,))
@@ -238,15 +239,21 @@ class PostgresStore(SQLCore):
                 self._pending.pop(rid, None)
         return removed
 
-    @staticmethod
-    def _removable(con: psycopg.Connection[Any], run_id: str, alive: Liveness,
-                   statuses: tuple[str, ...]) -> bool:
+    def _removable(self, con: psycopg.Connection[Any], run_id: str, alive: Liveness,
+                   statuses: tuple[str, ...], still: Callable[[RunRecord], bool] | None) -> bool:
         """Inside the removal's transaction, holding the run's lease lock: no live owner
-        holds the run, and its status is still one of `statuses`."""
+        holds the run, its status is still one of `statuses`, and `still` holds for its
+        row as it is now."""
         con.execute(b"SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LEASE_LOCK, run_id))
-        row = con.execute(b"SELECT status FROM runs WHERE id = %s FOR UPDATE",
-                          (run_id,)).fetchone()
-        if row is None or (statuses and row[0] not in statuses):
+        found = con.execute(f"{self.SQL.runs} WHERE id = %s FOR UPDATE".encode(), (run_id,))
+        names = [d.name for d in found.description or ()]
+        row = found.fetchone()
+        if row is None:
+            return False
+        record = dict(zip(names, row, strict=True))
+        if statuses and record["status"] not in statuses:
+            return False
+        if still is not None and not still(self._record(record)):
             return False
         cur = con.execute(b"SELECT * FROM leases WHERE run_id = %s", (run_id,))
         cols = [d.name for d in cur.description or ()]

@@ -383,8 +383,14 @@ class SQLCore:
             if event.type == "run_finished" and pending is not None and pending.step and \
                     not pending.checkpoint:
                 # a step finished but the run ended before its checkpoint (an interrupt, a
-                # routing error): the step was not committed, so its events are not either
+                # routing error): the step was not committed, so its events are not either,
+                # and the run's end takes the seq of the first of them (its events stay
+                # numbered 1..n, and a resume numbers on from the end)
                 del self._pending[event.run_id]
+                dropped = [w[1][1] for w in pending.writes
+                           if isinstance(w, tuple) and w[0] == q.event_insert]
+                if dropped:
+                    event = event.model_copy(update={"seq": min(dropped)})
             pending = self._pending_of(event.run_id)
             if _completes_step(event):
                 pending.step = True

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -364,7 +365,8 @@ class SQLiteStore(SQLCore):
             return ids
 
     def delete_runs(self, run_ids: list[str], *, unless_owned: Liveness | None = None,
-                    statuses: tuple[str, ...] = ()) -> int:
+                    statuses: tuple[str, ...] = (),
+                    still: Callable[[RunRecord], bool] | None = None) -> int:
         """Remove these runs and everything kept with them (events, checkpoints, gates,
         leases, live rows) in one transaction: all of them, or none. Returns how many runs were
         removed. The caller decides which runs may go (`podium fleet prune`); with
@@ -377,7 +379,7 @@ class SQLiteStore(SQLCore):
             self._write("BEGIN IMMEDIATE", ())
             try:
                 if unless_owned is not None and not self._removable(run_ids[0], unless_owned,
-                                                                    statuses):
+                                                                    statuses, still):
                     self._rollback()
                     return 0
                 for rid in run_ids:
@@ -391,11 +393,14 @@ class SQLiteStore(SQLCore):
                 raise
         return removed
 
-    def _removable(self, run_id: str, alive: Liveness, statuses: tuple[str, ...]) -> bool:
-        """Inside the removal's transaction: no live owner holds the run, and its status is
-        still one of `statuses`."""
-        row = self._write("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None or (statuses and row[0] not in statuses):
+    def _removable(self, run_id: str, alive: Liveness, statuses: tuple[str, ...],
+                   still: Callable[[RunRecord], bool] | None) -> bool:
+        """Inside the removal's transaction: no live owner holds the run, its status is
+        still one of `statuses`, and `still` holds for its row as it is now."""
+        rows = self._read(self.SQL.sql(f"{self.SQL.runs} WHERE id = ?"), (run_id,))
+        if not rows or (statuses and rows[0]["status"] not in statuses):
+            return False
+        if still is not None and not still(self._record(rows[0])):
             return False
         held = self._lease_rows("WHERE run_id = ?", (run_id,))
         return not (held and alive(held[0]))
