@@ -38,16 +38,32 @@ class DevServer:
     db: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    fresh: bool = True  # never served yet: its gRPC port may still change
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> DevServer:
-        with (self.db.parent / "temporal.log").open("ab") as log:
-            self.proc = self._spawn(log)
-        assert wait_until(lambda: _accepts(self.port), timeout=20), "dev server did not start"
-        return self
+        """Start (or start again, on the same gRPC port) and wait until it accepts. A free
+        port can be taken by another process between its pick and the server's bind (other
+        test workers open connections all the time): a server that exits at once is started
+        again on new ports, and one that never comes up is stopped, not left behind."""
+        log_path = self.db.parent / "temporal.log"
+        for attempt in range(5):
+            if attempt and self.fresh:
+                self.port = free_port()
+            with log_path.open("ab") as log:
+                self.proc = self._spawn(log)
+            wait_until(self._up_or_gone, timeout=30)
+            if _accepts(self.port):
+                self.fresh = False
+                return self
+            self.stop()
+        raise AssertionError(f"dev server did not start: {log_path.read_text()[-2000:]}")
+
+    def _up_or_gone(self) -> bool:
+        return _accepts(self.port) or self.proc is None or self.proc.poll() is not None
 
     def _spawn(self, log: IO[bytes]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
