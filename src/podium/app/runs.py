@@ -130,6 +130,32 @@ class ResumeRequest:
     interactive: bool | None = None  # --no-interactive: False
 
 
+# how long an answer waits for the process that holds its run to let it go
+OWNER_WAIT = 60.0
+
+
+def resume_answered(store: RunStore, run_id: str, req: ResumeRequest,
+                    observers: list[Any] | None = None) -> Advanced | None:
+    """Resume a run whose gate was just answered. When another process holds the run (a
+    resume racing the answer), wait for it to let go: if it parked meanwhile (at the gate it
+    asked again, which the answer may have reached), resume it here, so an accepted answer is
+    never left unused; None when that process ended the run or still holds it after
+    OWNER_WAIT seconds (it goes on with the answer itself)."""
+    from podium.store.base import RunOwned
+
+    deadline = time.monotonic() + OWNER_WAIT
+    while True:
+        try:
+            return resume_run(store, run_id, req, observers)
+        except RunOwned:
+            if time.monotonic() >= deadline:
+                return None
+        time.sleep(0.1)
+        root = root_of(store, store.find_run(run_id))
+        if root.status not in ("running", "waiting"):
+            return None  # the owner finished the run: it used the answer
+
+
 def resume_run(store: RunStore, run_id: str, req: ResumeRequest,
                observers: list[Any] | None = None, *,
                prepare: Callable[[Engine], object] | None = None) -> Advanced:

@@ -8,7 +8,6 @@ from podium import exitcodes
 from podium.app.runs import ResumeRequest
 from podium.cli.run_cmd import RunHooks, fail, report
 from podium.errors import PodiumError
-from podium.store.base import RunOwned
 
 __all__ = ["ResumeRequest", "gate_answer_command", "resume_command"]
 
@@ -60,7 +59,7 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
                         req: ResumeRequest) -> int:
     from podium.app.home import open_store
     from podium.app.launch import LaunchOptions
-    from podium.app.runs import answer_gate, refuse_changed, resume_run
+    from podium.app.runs import answer_gate, refuse_changed, resume_answered
 
     try:
         store = open_store()
@@ -80,9 +79,9 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
         if answered.live:  # e.g. `podium run --web`, polling the store for this answer
             sys.stderr.write(live)
             return exitcodes.OK
-        try:
-            done = resume_run(store, root.id, req, _observers(req))
-        except RunOwned:  # another process took the run meanwhile: it finds the answer
+        # another process may hold the run meanwhile: resume_answered waits for it to let go
+        done = resume_answered(store, root.id, req, _observers(req))
+        if done is None:  # that process ended the run, or goes on with the answer itself
             sys.stderr.write(live)
             return exitcodes.OK
         return report(done, LaunchOptions(json_out=req.json_out))
