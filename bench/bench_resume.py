@@ -21,20 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-LOOP = """
-workflow:
-  name: resume-loop
-  entry_point: count
-  limits: {max_iterations: 500}
-agents:
-  - name: count
-    type: set
-    value: "{{ (count.output if count is defined else 0) + 1 }}"
-    output_type: integer
-    routes:
-      - {to: $end, when: "{{ count.output >= 490 }}"}
-      - {to: count}
-"""
+from bench_store import LOOP as _STORE_LOOP  # noqa: E402  (the store bench's set loop)
+
+LOOP = _STORE_LOOP.replace("N", "490")  # 490 steps: 1,962 events
 
 
 def main() -> None:
