@@ -75,3 +75,41 @@ def _options(home: Path, store: Store, run_id: str) -> dict[str, object]:
                          capture_output=True, text=True, timeout=60, check=True)
     options: dict[str, object] = json.loads(got.stdout)
     return options
+
+
+def test_a_run_reads_options_another_process_changed_since_its_last_read(
+        tmp_path: Path) -> None:
+    """The SQLite store reads a run's options again only when the file changed (a fan-out's
+    members read them before every prompt): guidance a real `podium guide` process queues, a
+    change this handle makes itself and a change of another handle in this process are each
+    seen by a read OPTIONS_RECHECK later (at once for this handle's own change), and a read
+    between them is served whole and unshared."""
+    import time
+
+    from podium.store.base import RunRecord
+    from podium.store.sqlite import OPTIONS_RECHECK, SQLiteStore
+
+    env = cli_env(tmp_path)
+    db = tmp_path / "podium.db"
+    mine, other = SQLiteStore(db), SQLiteStore(db)
+    try:
+        mine.create_run(RunRecord("r1", "parked", "wf.yaml", "h", {}, options={"a": 1}))
+        first = mine.run_options("r1")
+        assert first == {"a": 1}
+        first["a"] = 99  # the caller's copy: the next read does not see it
+        assert mine.run_options("r1") == {"a": 1}
+        guide = subprocess.run(
+            [*podium_argv(), "guide", "r1", "--text", "Keep it short."], env=env,
+            capture_output=True, text=True, timeout=60, check=False)
+        assert guide.returncode == 0, guide.stderr
+        time.sleep(OPTIONS_RECHECK)
+        assert mine.run_options("r1")["guidance"] == ["Keep it short."]
+        other.change_run_options("r1", lambda o: {**o, "b": 2})
+        time.sleep(OPTIONS_RECHECK)
+        assert mine.run_options("r1")["b"] == 2
+        mine.change_run_options("r1", lambda o: {**o, "c": 3})
+        assert mine.run_options("r1") == {"a": 1, "guidance": ["Keep it short."], "b": 2,
+                                          "c": 3}
+    finally:
+        mine.close()
+        other.close()

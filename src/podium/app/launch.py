@@ -84,9 +84,11 @@ def build_providers(wf: WorkflowFile, *, provider: str | None = None,
                              f"{describe_known()}")
     override = None
     if responses is not None and "agents" in responses.model_fields_set:
+        from podium.providers.pricing import preload_table
         from podium.providers.scripted import ScriptedProvider
 
         override = ScriptedProvider(responses)  # a file of only gates scripts only gates
+        preload_table()  # its calls are priced as the real providers' are, table loaded once
     return ProviderRegistry(override, settings=functools.partial(
         resolve_settings, runtime=wf.workflow.runtime))
 

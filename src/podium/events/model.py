@@ -497,3 +497,19 @@ def parse_event(data: dict[str, Any]) -> Event:
     if cls is None:
         raise ValueError(f"unknown event type {data.get('type')!r}")
     return cls.model_validate(data)
+
+
+# the last event event_json wrote and its text, as one tuple (swapped whole: threads share it)
+_dumped: list[tuple[Event | None, str]] = [(None, "")]
+
+
+def event_json(event: Event) -> str:
+    """The event's JSON text as the run store keeps it. One emit hands the same stamped event
+    to the redactor's check, the store and the JSONL copy: the text is made once, for the last
+    event asked (by identity: an event is frozen, so its text cannot change)."""
+    last = _dumped[0]
+    if last[0] is event:
+        return last[1]
+    text = event.model_dump_json()
+    _dumped[0] = (event, text)
+    return text

@@ -324,7 +324,11 @@ class Redactor:
         the numbers inside free-form values change, podium's own fields (type, seq, counters,
         fixed words) do not."""
         compiled = self._compiled
-        if not compiled.forms or not compiled.search(event.model_dump_json()):
+        if not compiled.forms:
+            return event
+        from podium.events.model import event_json
+
+        if not compiled.search(event_json(event)):
             return event  # the JSON text holds every form a value holds, escaped once more
         data = event.model_dump(mode="json")
         fixed = _fixed_fields(type(event))

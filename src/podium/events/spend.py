@@ -72,22 +72,58 @@ _PART = {"validator": "validator", "rerun": "validator", "dialog": "dialog",
 _EXECUTIONS = (None, "rerun", "after_dialog")
 
 
+class _Sum:
+    """Spend added up in place: a fold of thousands of calls builds one Spend per row at its
+    end, not one per call (`Spend.__add__` makes a frozen dataclass each time). The sums are
+    taken in the calls' order, so they equal the chained `+` exactly."""
+
+    __slots__ = ("cached", "calls", "cost", "inp", "models", "out", "unpriced")
+
+    def __init__(self) -> None:
+        self.inp = self.out = self.cached = self.calls = self.unpriced = 0
+        self.cost = 0.0
+        self.models: dict[str, None] = {}  # an ordered set: first seen first
+
+    def add(self, s: Spend) -> None:
+        self.inp += s.input_tokens
+        self.out += s.output_tokens
+        self.cached += s.cached_tokens
+        self.cost += s.cost_usd
+        self.calls += s.calls
+        self.unpriced += s.unpriced
+        for m in s.models:
+            self.models.setdefault(m)
+
+    def spend(self) -> Spend:
+        return Spend(self.inp, self.out, self.cached, self.cost, self.calls, self.unpriced,
+                     tuple(self.models))
+
+
+def _sum(rows: dict[str, _Sum], key: str) -> _Sum:
+    row = rows.get(key)
+    if row is None:
+        row = rows[key] = _Sum()
+    return row
+
+
 def _agent_rows(calls: Iterable[Call]) -> dict[str, Spend]:
-    rows: dict[str, Spend] = {}
-    standing: dict[tuple[str, int], Spend] = {}  # the execution whose output stands, so far
+    rows: dict[str, _Sum] = {}
+    standing: dict[tuple[str, int], _Sum] = {}  # the execution whose output stands, so far
     for c in calls:
         key = (c.agent, c.iteration)
         if c.kind in _EXECUTIONS:
             if c.attempt == 1 and c.kind is not None and key in standing:
                 part = f"{c.agent} ({_PART[c.kind]})"  # replaced: it counts in that part
-                rows[part] = rows.get(part, Spend()) + standing.pop(key)
-            standing[key] = standing.get(key, Spend()) + c.spend
+                _sum(rows, part).add(standing.pop(key).spend())
+            row = standing.get(key)
+            if row is None:
+                row = standing[key] = _Sum()
+            row.add(c.spend)
         else:
-            part = f"{c.agent} ({_PART.get(c.kind or '', c.kind)})"
-            rows[part] = rows.get(part, Spend()) + c.spend
-    for (agent, _), spend in standing.items():
-        rows[agent] = rows.get(agent, Spend()) + spend
-    return rows
+            _sum(rows, f"{c.agent} ({_PART.get(c.kind or '', c.kind)})").add(c.spend)
+    for (agent, _), row in standing.items():
+        _sum(rows, agent).add(row.spend())
+    return {k: row.spend() for k, row in rows.items()}
 
 
 @dataclass(frozen=True)
@@ -121,15 +157,15 @@ def call_of(event: Any) -> Call:
 
 def fold_calls(calls: Iterable[Call]) -> RunSpend:
     kept = tuple(calls)
-    total = Spend()
-    by_step: dict[str, Spend] = {}
-    by_model: dict[str, Spend] = {}
+    total = _Sum()
+    by_step: dict[str, _Sum] = {}
+    by_model: dict[str, _Sum] = {}
     for c in kept:
-        total = total + c.spend
-        by_step[c.step] = by_step.get(c.step, Spend()) + c.spend
-        model = ", ".join(c.spend.models) or "?"
-        by_model[model] = by_model.get(model, Spend()) + c.spend
-    return RunSpend(kept, total, by_step, _agent_rows(kept), by_model)
+        total.add(c.spend)
+        _sum(by_step, c.step).add(c.spend)
+        _sum(by_model, ", ".join(c.spend.models) or "?").add(c.spend)
+    return RunSpend(kept, total.spend(), {k: v.spend() for k, v in by_step.items()},
+                    _agent_rows(kept), {k: v.spend() for k, v in by_model.items()})
 
 
 def nested(step: str, calls: Iterable[Call], node: str | None = None) -> tuple[Call, ...]:

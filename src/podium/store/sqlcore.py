@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.events.model import Checkpointed, Event
+from podium.events.model import Checkpointed, Event, event_json
 from podium.events.redact import Redactor
 from podium.language.model import END
 from podium.store.base import (
@@ -400,7 +400,7 @@ class SQLCore:
                 pending.writes.append(event)
             else:
                 pending.writes.append((q.event_insert, (event.run_id, event.seq, event.type,
-                                                        event.ts, event.model_dump_json())))
+                                                        event.ts, event_json(event))))
             pending.writes.extend(self._summarise(event))
             if isinstance(event, Checkpointed) and not self._numbering:
                 # the commit point of the step before it

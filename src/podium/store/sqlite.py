@@ -18,6 +18,7 @@ same error; nothing is written half. Only SQLite opens the file (store/files.py 
 from __future__ import annotations
 
 import contextlib
+import copy
 import sqlite3
 import time
 from collections.abc import Callable
@@ -51,48 +52,83 @@ from podium.store.watch import FileWatch
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
 
 
+OPTIONS_RECHECK = 0.02  # seconds a run's options are served without asking if the file changed
 _RUN_UPDATE = ("UPDATE runs SET ", " WHERE id = ?")
-_UPDATES: dict[str, tuple[str, frozenset[str]]] = {}  # a few constant statements
+# a run-row assignment, parsed: ("set", n) `col = <expr with n ?>` (a later one replaces it),
+# ("add", 1) `col = col + ?` (added up), ("or", 1) `col = col OR ?` (or-ed)
+_Assign = tuple[str, str, str, int]  # column, kind, the assignment's text, its ? count
+_UPDATES: dict[str, tuple[_Assign, ...]] = {}  # a few constant statements
 
 
-def _parsed_update(sql: str) -> tuple[str, frozenset[str]]:
-    """A run-row UPDATE's assignments and the columns they set."""
+def _parsed_update(sql: str) -> tuple[_Assign, ...]:
+    """A run-row UPDATE's assignments, each with the column it sets and how."""
     hit = _UPDATES.get(sql)
     if hit is None:
-        assignments = sql[len(_RUN_UPDATE[0]):-len(_RUN_UPDATE[1])]
-        hit = _UPDATES[sql] = (assignments, frozenset(
-            a.split("=", 1)[0].strip() for a in assignments.split(", ")))
+        parsed: list[_Assign] = []
+        for a in sql[len(_RUN_UPDATE[0]):-len(_RUN_UPDATE[1])].split(", "):
+            col, expr = (x.strip() for x in a.split("=", 1))
+            kind = ("add" if expr == f"{col} + ?" else "or" if expr == f"{col} OR ?"
+                    else "set")
+            parsed.append((col, kind, a, expr.count("?")))
+        hit = _UPDATES[sql] = tuple(parsed)
     return hit
+
+
+class _RowUpdate:
+    """The run-row updates of one transaction joined into one: a column set again takes the
+    later value; sums and ORs of a column are chained in order (`col = col + ? + ?`, so the
+    floats add up exactly as the separate statements did); a sum or OR after a set of the same
+    column closes this one first, so the statements still mean what they meant."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, tuple[str, str, list[Any]]] = {}  # column -> kind, text, params
+
+    def joins(self, assigns: tuple[_Assign, ...]) -> bool:
+        return all(kind == "set" or col not in self.cols or self.cols[col][0] == kind
+                   for col, kind, _, _ in assigns)
+
+    def add(self, assigns: tuple[_Assign, ...], params: tuple[Any, ...]) -> None:
+        at = 0
+        for col, kind, text, n in assigns:
+            given = list(params[at:at + n])
+            at += n
+            seen = self.cols.get(col)
+            if seen is None or kind == "set":
+                self.cols[col] = (kind, text, given)
+            else:
+                seen[2].extend(given)
+
+    def statement(self, run_id: str) -> _Write:
+        head, tail = _RUN_UPDATE
+        parts = [text if kind == "set" else
+                 f"{col} = {col}" + (" + ?" if kind == "add" else " OR ?") * len(params)
+                 for col, (kind, text, params) in self.cols.items()]
+        return (head + ", ".join(parts) + tail,
+                (*[p for _, _, params in self.cols.values() for p in params], run_id))
 
 
 def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     """The writes of one transaction with a run's row updates joined into one UPDATE, placed
     after the writes between them (nothing else in a transaction reads those columns: events
-    and checkpoints refer to the run by id only); an update that sets a column already set
-    closes the joined one first, so the later value still wins. A step commits four of them
-    (its start, its tokens, its iterations, the last seq)."""
+    and checkpoints refer to the run by id only). A step commits four of them (its start, its
+    tokens, its iterations, the last seq); a batch of a group's members, four per member."""
     head, tail = _RUN_UPDATE
-    groups: dict[str, tuple[list[str], list[Any], set[str]]] = {}
+    groups: dict[str, _RowUpdate] = {}
     out: list[_Write | Event] = []
-
-    def close(run_id: str) -> None:
-        parts, params, _ = groups.pop(run_id)
-        out.append((head + ", ".join(parts) + tail, (*params, run_id)))
-
     for w in writes:
         if not (isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail)):
             out.append(w)
             continue
-        assignments, columns = _parsed_update(w[0])
+        assigns = _parsed_update(w[0])
         run_id = w[1][-1]
-        if run_id in groups and groups[run_id][2] & columns:
-            close(run_id)
-        parts, params, seen = groups.setdefault(run_id, ([], [], set()))
-        parts.append(assignments)
-        params.extend(w[1][:-1])
-        seen |= columns
-    for run_id in list(groups):
-        close(run_id)
+        row = groups.get(run_id)
+        if row is not None and not row.joins(assigns):
+            out.append(groups.pop(run_id).statement(run_id))
+            row = None
+        if row is None:
+            row = groups[run_id] = _RowUpdate()
+        row.add(assigns, tuple(w[1][:-1]))
+    out.extend(row.statement(run_id) for run_id, row in groups.items())
     return out
 
 
@@ -110,6 +146,8 @@ class SQLiteStore(SQLCore):
         self.where = str(path)  # the store as messages name it: its file
         self._watch: FileWatch | None = None  # set once open: is the file still this one?
         self._init_core()
+        # run id -> (data_version, total_changes, when checked, the options): run_options
+        self._options_seen: dict[str, tuple[int, int, float, dict[str, Any]]] = {}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -218,11 +256,16 @@ class SQLiteStore(SQLCore):
                     self._failed = StoreError(gone(rid, self.where))
                     raise self._failed
             given: dict[str, int] = {}  # run id -> last seq given in this transaction
-            for w in writes:
-                if isinstance(w, tuple):
-                    self._write(*w)
-                else:
+            same: list[Any] = []  # a run of one statement's parameters (events, mostly)
+            for i, w in enumerate(writes):
+                if not isinstance(w, tuple):
                     self._write_numbered(w, given)
+                    continue
+                same.append(w[1])
+                after = writes[i + 1] if i + 1 < len(writes) else None
+                if not (isinstance(after, tuple) and after[0] == w[0]):
+                    self._write_many(w[0], same)
+                    same = []
             for run_id, seq in given.items():
                 self._write(self.SQL.last_seq, (seq, time.time(), run_id))
             self._write("COMMIT", ())
@@ -262,13 +305,30 @@ class SQLiteStore(SQLCore):
         try:
             cur = self.db.execute(sql, params)
         except sqlite3.Error as exc:
-            failed = self._write_failed(exc)
-            if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
-                self._failed = failed  # the run stops here; nothing more is written
-            raise failed from None
+            raise self._stopped(exc) from None
         if not self.db.in_transaction and self._watch is not None:
             self._watch.written()
         return cur
+
+    def _write_many(self, sql: str, rows: list[Any]) -> None:
+        """One statement for each of `rows`, inside the flush's transaction."""
+        if len(rows) == 1:
+            self._write(sql, rows[0])
+            return
+        if self._failed is not None:
+            raise self._failed
+        try:
+            self.db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._stopped(exc) from None
+
+    def _stopped(self, exc: sqlite3.Error) -> StoreError:
+        """The error of a failed write; unless the file was only locked, the run stops here
+        and nothing more is written."""
+        failed = self._write_failed(exc)
+        if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
+            self._failed = failed
+        return failed
 
     def _write_failed(self, exc: sqlite3.Error) -> StoreError:
         """A failed write: a damaged file is left alone; anything else (disk full, the file
@@ -315,6 +375,29 @@ class SQLiteStore(SQLCore):
                 raise self._corrupt(exc) from None
 
     # ------------------------------------------------------------------ runs
+
+    def run_options(self, run_id: str) -> dict[str, Any]:
+        """A run's options, read again only when the file may have changed since the last
+        read: this connection changed a row (`total_changes`), or another committed (`PRAGMA
+        data_version`, asked at most every OPTIONS_RECHECK seconds: a fan-out's members all
+        read their run's options before each prompt, for the guidance queue). What another
+        process queued reaches the prompts rendered from OPTIONS_RECHECK after its commit."""
+        with self._lock:
+            seen = self._options_seen.get(run_id)
+            now = time.monotonic()
+            if seen is not None and seen[1] == self.db.total_changes and \
+                    now - seen[2] < OPTIONS_RECHECK:
+                return copy.deepcopy(seen[3])
+            try:
+                (version,) = self.db.execute("PRAGMA data_version").fetchone()
+            except sqlite3.Error as exc:
+                raise self._corrupt(exc) from None
+            if seen is None or (seen[0], seen[1]) != (version, self.db.total_changes):
+                seen = (version, self.db.total_changes, now, super().run_options(run_id))
+            else:
+                seen = (version, seen[1], now, seen[3])
+            self._options_seen[run_id] = seen
+            return copy.deepcopy(seen[3])
 
     def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
         """Record a new run; with `owner`, leased to it in the same transaction (a run is

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO
 
-from podium.events.model import LIVE_ONLY, Event
+from podium.events.model import LIVE_ONLY, Event, event_json
 
 
 class JsonlSink:
@@ -25,7 +25,7 @@ class JsonlSink:
         if self._fh is None or self._fh.closed:
             self._fh = self.path.open(self._mode, encoding="utf-8")
             self._mode = "a"
-        self._fh.write(event.model_dump_json(exclude_none=True) + "\n")
+        self._fh.write(event_json(event) + "\n")
         self._fh.flush()
         if event.type == "run_finished" and event.parent_run_id is None:
             self._fh.close()

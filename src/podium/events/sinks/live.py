@@ -71,7 +71,9 @@ class _Fold:
     last_kind: str | None = None
     last_tool: str | None = None
     model: str | None = None
+    provider: str | None = None
     window: int | None = None
+    look_up: bool = False  # the prompt's model window is still to be looked up (when written)
     counted: int | None = None  # context tokens the API counted at its last answer
     chars: int = 0  # characters of prompt and stream since that count (or since the start)
     dirty: bool = False
@@ -134,8 +136,10 @@ class LiveSink:
         elif isinstance(event, PromptRendered):
             with self._cond:
                 fold = self._fold(event.run_id, event.step, event.iteration)
-                fold.model = event.model
-                fold.window = self._window(event.model, event.provider) or fold.window
+                # the window is looked up when the row is first written (the live thread):
+                # a step that never streams long enough to write one never pays the lookup
+                # (genai-prices' table, ~0.1-0.3 s to import)
+                fold.model, fold.provider, fold.look_up = event.model, event.provider, True
                 fold.chars += len(event.prompt) + len(event.system_prompt or "")
         elif isinstance(event, ModelExchange):
             self._counted(event)
@@ -168,7 +172,8 @@ class LiveSink:
             if fold is None or event.context_tokens is None:
                 return
             fold.counted, fold.chars = event.context_tokens, 0
-            fold.window = event.context_window or fold.window
+            if event.context_window:
+                fold.window, fold.look_up = event.context_window, False
             if fold.written:
                 self._mark(fold)
 
@@ -226,6 +231,9 @@ class LiveSink:
             fold.due = 0.0
             if self._folds.get(key) is fold and fold.dirty:
                 fold.dirty, fold.written = False, now
+                if fold.look_up:
+                    fold.look_up = False
+                    fold.window = self._window(fold.model, fold.provider) or fold.window
                 batch.append((key, fold.body(self.redactor)))
         if batch or not heap:
             return batch, None
