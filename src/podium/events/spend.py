@@ -138,6 +138,8 @@ class RunSpend:
 
 
 def _get(event: Any, key: str) -> Any:
+    if type(event) is dict:  # a committed event's body (checked first: ABCs are slow)
+        return event.get(key)
     return event.get(key) if isinstance(event, Mapping) else getattr(event, key, None)
 
 
@@ -197,11 +199,12 @@ class SpendMeter:
         self._lock = threading.Lock()
 
     def handle(self, event: Any) -> None:
-        if _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
-            call = call_of(event)
-            with self._lock:
-                self._calls.append(call)
-                self._total = self._total + call.spend
+        if getattr(event, "type", None) == "model_exchange" or type(event) is dict:
+            if _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
+                call = call_of(event)
+                with self._lock:
+                    self._calls.append(call)
+                    self._total = self._total + call.spend
 
     def close(self) -> None:
         """Nothing to release (the Sink protocol)."""
