@@ -195,7 +195,8 @@ class SpendMeter:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self._calls: list[Call] = []
-        self._total = Spend()
+        self._sum = _Sum()  # the total, added up in place
+        self._total: Spend | None = Spend()  # the total as a Spend, made when asked
         self._lock = threading.Lock()
 
     def handle(self, event: Any) -> None:
@@ -204,7 +205,8 @@ class SpendMeter:
                 call = call_of(event)
                 with self._lock:
                     self._calls.append(call)
-                    self._total = self._total + call.spend
+                    self._sum.add(call.spend)
+                    self._total = None
 
     def close(self) -> None:
         """Nothing to release (the Sink protocol)."""
@@ -213,6 +215,8 @@ class SpendMeter:
         """A resumed run goes on counting from what its committed events say it spent."""
         with self._lock:
             self._calls = list(spent.calls)
+            self._sum = _Sum()
+            self._sum.add(spent.total)
             self._total = spent.total
 
     def add_child(self, step: str, calls: Iterable[Call], node: str | None = None) -> None:
@@ -220,7 +224,8 @@ class SpendMeter:
         added = nested(step, calls, node)
         with self._lock:
             self._calls.extend(added)
-            self._total = self._total + fold_calls(added).total
+            self._sum.add(fold_calls(added).total)
+            self._total = None
 
     def mark(self) -> int:
         """Where the count stands now (what a step spent is `since(mark)` at its end)."""
@@ -236,6 +241,8 @@ class SpendMeter:
 
     def total(self) -> Spend:
         with self._lock:
+            if self._total is None:
+                self._total = self._sum.spend()
             return self._total
 
     def spent(self) -> RunSpend:

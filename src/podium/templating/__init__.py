@@ -110,6 +110,9 @@ class TemplateEngine:
                     from podium.templating.partials import from_file
 
                     template = from_file(self.env, source, file)
+                # a ChainMap over the environment's globals, which never change once the
+                # environment is made: flattened once here, not walked on every render
+                template.globals = dict(template.globals)
                 hit = Compiled(source, template, False)
             except TemplateSyntaxError as exc:
                 raise RenderFailure("syntax", f"template syntax error: {exc.message}",
