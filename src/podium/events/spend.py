@@ -200,13 +200,13 @@ class SpendMeter:
         self._lock = threading.Lock()
 
     def handle(self, event: Any) -> None:
-        if getattr(event, "type", None) == "model_exchange" or type(event) is dict:
-            if _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
-                call = call_of(event)
-                with self._lock:
-                    self._calls.append(call)
-                    self._sum.add(call.spend)
-                    self._total = None
+        if (getattr(event, "type", None) == "model_exchange" or type(event) is dict) and \
+                _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
+            call = call_of(event)
+            with self._lock:
+                self._calls.append(call)
+                self._sum.add(call.spend)
+                self._total = None
 
     def close(self) -> None:
         """Nothing to release (the Sink protocol)."""
