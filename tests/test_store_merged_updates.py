@@ -10,7 +10,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podium.store.sqlite import _merged
+from podium.store.sqlite import CHAIN, _merged
 
 COLUMNS = ("current_step, status, input_tokens, output_tokens, cost_usd, cost_partial, "
            "iterations, last_seq, updated_at")
@@ -68,6 +68,24 @@ def test_a_batch_of_members_is_one_update_of_its_run() -> None:
     joined = _merged(member * 50)
     assert len(joined) == 1
     sql, params = joined[0]  # type: ignore[misc]
-    assert sql.count(" + ?") == 3 * 50
+    assert sql.count(" + ?") == 2 + 50  # the token counts summed, the costs chained in order
     assert params[-1] == "r1"
-    assert len(params) == 1 + 4 * 50 + 2 + 1
+    assert len(params) == 1 + 2 + 50 + 1 + 2 + 1
+
+
+def test_a_wide_batch_stays_within_sqlite_s_expression_depth() -> None:
+    """A batch of thousands of members (a fast, wide fan-out) chains at most CHAIN costs per
+    statement: SQLite refuses an expression deeper than 1,000, and the run would stop."""
+    member = [(SPENT, (120, 8, 0.0001, i % 7 == 0, "r1")) for i in range(3000)]
+    joined = _merged(member)
+    assert 3000 // CHAIN <= len(joined) <= 3000 // CHAIN + 1
+    con = sqlite3.connect(":memory:")
+    con.execute(f"CREATE TABLE runs (id TEXT PRIMARY KEY, {COLUMNS})")
+    con.execute("INSERT INTO runs VALUES ('r1', 's', 'q', 0, 0, 0.0, 0, 0, 0, 0)")
+    for sql, params in joined:  # type: ignore[misc]
+        con.execute(sql, params)
+    one_by_one = 0.0
+    for _ in range(3000):
+        one_by_one += 0.0001
+    assert con.execute("SELECT input_tokens, output_tokens, cost_usd, cost_partial FROM runs"
+                       ).fetchone() == (360_000, 24_000, one_by_one, 1)

@@ -279,6 +279,7 @@ class Redactor:
         self._lock = threading.Lock()
         self.secrets: dict[str, str] = {}
         self._compiled = _Compiled({})  # replaced whole, so a reader never sees half of it
+        self._forms: tuple[_Compiled, tuple[str, ...]] = (self._compiled, ())  # forms() of it
         if secrets:
             self.add(secrets)
 
@@ -291,14 +292,22 @@ class Redactor:
             self.secrets.update({n: v for n, v in secrets.items() if v})
             self._compiled = _Compiled(self.secrets)
 
-    def forms(self) -> list[str]:
+    def forms(self) -> tuple[str, ...]:
         """The usual spellings of every secret, longest first: a stream holds back a piece's
         tail that begins one of them (events/redact_stream.py). The regexes replace more
-        (any mix of escapes); these are the forms a producer writes in one go."""
-        found: set[str] = set()
-        for value in self.secrets.values():
-            found.update(_spellings(value))
-        return sorted(found, key=lambda f: (-len(f), f))
+        (any mix of escapes); these are the forms a producer writes in one go. Worked out
+        once per set of secrets (a stream asks for every piece)."""
+        seen = self._forms
+        if seen[0] is self._compiled:
+            return seen[1]
+        with self._lock:
+            compiled = self._compiled
+            found: set[str] = set()
+            for value in self.secrets.values():
+                found.update(_spellings(value))
+            forms = tuple(sorted(found, key=lambda f: (-len(f), f)))
+            self._forms = (compiled, forms)
+        return forms
 
     def text(self, text: str) -> str:
         return self._compiled.sub(text)

@@ -78,8 +78,8 @@ class StreamRedactor:
         return len(text)
 
     def _learn(self, redactor: Redactor) -> None:
-        forms = tuple(redactor.forms())
-        if forms == self._forms:
+        forms = redactor.forms()
+        if forms is self._forms or forms == self._forms:
             return
         self._forms = forms
         self._starts = frozenset(f[:n] for f in forms for n in range(1, len(f)))

@@ -74,18 +74,26 @@ def _parsed_update(sql: str) -> tuple[_Assign, ...]:
     return hit
 
 
+CHAIN = 64  # sums of floats chained in one statement at most (SQLite's expression depth)
+
+
 class _RowUpdate:
     """The run-row updates of one transaction joined into one: a column set again takes the
-    later value; sums and ORs of a column are chained in order (`col = col + ? + ?`, so the
-    floats add up exactly as the separate statements did); a sum or OR after a set of the same
-    column closes this one first, so the statements still mean what they meant."""
+    later value; sums and ORs of a column add up (integers in Python, exactly; floats chained
+    in order, `col = col + ? + ?`, up to CHAIN of them, so they round as the separate
+    statements did); a sum or OR after a set of the same column, or a chain at its length,
+    closes this one first, so the statements still mean what they meant."""
 
     def __init__(self) -> None:
         self.cols: dict[str, tuple[str, str, list[Any]]] = {}  # column -> kind, text, params
 
     def joins(self, assigns: tuple[_Assign, ...]) -> bool:
-        return all(kind == "set" or col not in self.cols or self.cols[col][0] == kind
-                   for col, kind, _, _ in assigns)
+        for col, kind, _, _ in assigns:
+            seen = self.cols.get(col)
+            if kind != "set" and seen is not None and (seen[0] != kind or
+                                                       len(seen[2]) >= CHAIN):
+                return False
+        return True
 
     def add(self, assigns: tuple[_Assign, ...], params: tuple[Any, ...]) -> None:
         at = 0
@@ -95,13 +103,16 @@ class _RowUpdate:
             seen = self.cols.get(col)
             if seen is None or kind == "set":
                 self.cols[col] = (kind, text, given)
+            elif kind == "or":
+                seen[2][0] = int(bool(seen[2][0]) or bool(given[0]))
+            elif len(seen[2]) == 1 and type(seen[2][0]) is int and type(given[0]) is int:
+                seen[2][0] += given[0]  # integers (the token counts) add up exactly
             else:
                 seen[2].extend(given)
 
     def statement(self, run_id: str) -> _Write:
         head, tail = _RUN_UPDATE
-        parts = [text if kind == "set" else
-                 f"{col} = {col}" + (" + ?" if kind == "add" else " OR ?") * len(params)
+        parts = [text if kind != "add" else f"{col} = {col}" + " + ?" * len(params)
                  for col, (kind, text, params) in self.cols.items()]
         return (head + ", ".join(parts) + tail,
                 (*[p for _, _, params in self.cols.values() for p in params], run_id))
