@@ -77,9 +77,11 @@ async def openai_async_post(oa: Any, i: int) -> None:
 
     b = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": f"x {i}"}],
          "response_format": FMT, "stream": True, "stream_options": {"include_usage": True}}
-    r = await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
-                      options={"headers": STREAM, "timeout": 600.0,
-                               "security": {"bearer_auth": True}}, stream=True)
+    from podium.providers.loop import raw_http
+
+    r = raw_http(await oa.post("/chat/completions", cast_to=httpx2.Response, body=b,
+                               options={"headers": STREAM, "timeout": 600.0,
+                                        "security": {"bearer_auth": True}}, stream=True))
     try:
         async for _ in r.aiter_lines():
             pass
@@ -108,8 +110,11 @@ def async_caller(mode: str, url: str) -> Callable[[int], None]:
     async def apost(i: int) -> None:
         b = {"model": "claude-sonnet-4-6", "max_tokens": 100,
              "messages": [{"role": "user", "content": f"x {i}"}], "stream": True}
-        r = await an.post("/v1/messages", cast_to=httpx2.Response, body=b,
-                          options={"headers": STREAM, "timeout": 600.0}, stream=True)
+        from podium.providers.loop import raw_http
+
+        r = raw_http(await an.post("/v1/messages", cast_to=httpx2.Response, body=b,
+                                   options={"headers": STREAM, "timeout": 600.0},
+                                   stream=True))
         try:
             lines = [line async for line in r.aiter_lines()]
         finally:
