@@ -117,6 +117,19 @@ def measure_interleaved(label: str, variants: Mapping[str, tuple[Sequence[str],
     return out
 
 
+REFERENCE_LOOP = ("import time\nt = time.process_time()\nx = 0\nfor i in range(2_000_000):\n"
+                  "    x += i\nprint(time.process_time() - t)")
+
+
+def reference_loop_ms(repeats: int = 3) -> float:
+    """This machine's speed as one number: the CPU time of a fixed pure-Python loop (2,000,000
+    additions) in a fresh interpreter, best of `repeats`. CPU figures measured on two
+    machines compare after scaling by the ratio of their reference loops."""
+    best = min(float(subprocess.run([PYTHON, "-c", REFERENCE_LOOP], capture_output=True,
+                                    text=True, check=True).stdout) for _ in range(repeats))
+    return best * 1000
+
+
 def machine_info() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -141,7 +154,7 @@ def machine_info() -> dict[str, Any]:
         "podium_imported_from": podium_file, "PYTHONPATH": os.environ.get("PYTHONPATH"),
         "podium_bytecode": podium_bytecode_status(),
         "kernel": platform.release(), "python": venv_py, "python_executable": PYTHON,
-        "loadavg": os.getloadavg(),
+        "loadavg": os.getloadavg(), "reference_loop_ms": reference_loop_ms(),
         "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
         "git": git_info(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -40,7 +40,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import eprint, machine_info, md_table, wait_for_quiet, write_json
+from _common import (
+    eprint,
+    machine_info,
+    md_table,
+    reference_loop_ms,
+    wait_for_quiet,
+    write_json,
+)
 from bench_foreach import Stub, inprocess_run, lab
 
 ITEMS, CONCURRENCY, LATENCY = 1000, 100, 0.05
@@ -137,7 +144,8 @@ def main() -> None:
                     f"{wall:.2f} s (ideal {10_000 / width * LATENCY:.2f} s), "
                     f"{int(got[0]['events_in_store'])} events, none lost")
     print(f"Fan-out on one event loop: median of {args.runs} in-process runs after a warm-up, "
-          f"SDKs imported before timing (CPU {busy:.0%} busy before).\n")
+          f"SDKs imported before timing (CPU {busy:.0%} busy before; this machine's reference "
+          f"loop, bench/_common.py: {reference_loop_ms():.0f} ms).\n")
     if report:
         print(md_table(["fan-out", "wall s (median)", "best s", "ideal s", "median / ideal",
                         "target", "met", "events"], report))

@@ -111,9 +111,11 @@ def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbo
     run = call.run
     runtime = run.workflow.workflow.runtime
     servers = runtime.mcp_servers
+    names = wanted_names(step.tools, run.workflow.tools)
+    if names == [] or (names is None and not servers):
+        return None  # no tool (build_toolbox's answer), without its set-up per execution
     try:
-        return build_toolbox(wanted_names(step.tools, run.workflow.tools),
-                             working_dir or os.getcwd(), servers,
+        return build_toolbox(names, working_dir or os.getcwd(), servers,
                              lambda: run.providers.shared(f"mcp:{run.path}",
                                                           lambda: McpHub(servers)),
                              run_id=run.run_id,
