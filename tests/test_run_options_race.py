@@ -82,12 +82,9 @@ def test_a_run_reads_options_another_process_changed_since_its_last_read(
     """The SQLite store reads a run's options again only when the file changed (a fan-out's
     members read them before every prompt): guidance a real `podium guide` process queues, a
     change this handle makes itself and a change of another handle in this process are each
-    seen by a read OPTIONS_RECHECK later (at once for this handle's own change), and a read
-    between them is served whole and unshared."""
-    import time
-
+    seen by the next read, and a read between them is served whole and unshared."""
     from podium.store.base import RunRecord
-    from podium.store.sqlite import OPTIONS_RECHECK, SQLiteStore
+    from podium.store.sqlite import SQLiteStore
 
     env = cli_env(tmp_path)
     db = tmp_path / "podium.db"
@@ -102,10 +99,8 @@ def test_a_run_reads_options_another_process_changed_since_its_last_read(
             [*podium_argv(), "guide", "r1", "--text", "Keep it short."], env=env,
             capture_output=True, text=True, timeout=60, check=False)
         assert guide.returncode == 0, guide.stderr
-        time.sleep(OPTIONS_RECHECK)
         assert mine.run_options("r1")["guidance"] == ["Keep it short."]
         other.change_run_options("r1", lambda o: {**o, "b": 2})
-        time.sleep(OPTIONS_RECHECK)
         assert mine.run_options("r1")["b"] == 2
         mine.change_run_options("r1", lambda o: {**o, "c": 3})
         assert mine.run_options("r1") == {"a": 1, "guidance": ["Keep it short."], "b": 2,
@@ -113,3 +108,33 @@ def test_a_run_reads_options_another_process_changed_since_its_last_read(
     finally:
         mine.close()
         other.close()
+
+
+def test_an_owner_reads_the_guidance_queue_at_most_every_recheck(tmp_path: Path) -> None:
+    """The prompts a fan-out renders together share one read of the queue; a text queued
+    meanwhile reaches the prompts rendered RECHECK later."""
+    import time
+
+    from podium.app.guidance import RECHECK, add_guidance, store_source
+    from podium.store.base import RunRecord
+    from podium.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "podium.db")
+    reads: list[str] = []
+    original = store.run_options
+
+    def counted(run_id: str) -> dict[str, object]:
+        reads.append(run_id)
+        return original(run_id)
+
+    store.run_options = counted  # type: ignore[method-assign]
+    try:
+        store.create_run(RunRecord("r1", "parked", "wf.yaml", "h", {}))
+        read = store_source(store, "r1")
+        assert [read("a", i) for i in range(50)] == [[]] * 50
+        assert len(reads) <= 2  # fifty prompts at once: one read (two if the clock ticked)
+        add_guidance(store, "r1", ["Keep it short."])
+        time.sleep(RECHECK * 1.5)
+        assert read("a", 50) == ["Keep it short."]
+    finally:
+        store.close()

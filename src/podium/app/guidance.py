@@ -11,6 +11,7 @@ interrupted run takes its queue in when it is resumed. A secret in a text is que
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,17 +74,30 @@ def queued(options: dict[str, object] | None) -> list[str]:
     return [str(t) for t in raw] if isinstance(raw, list) else []
 
 
+RECHECK = 0.02  # seconds a read of the queue serves the prompts rendered after it
+
+
 def store_source(store: RunStore, run_id: str) -> Callable[[str, int], list[str]]:
-    """The queue of a run as its owner reads it before each agent prompt."""
+    """The queue of a run as its owner reads it before each agent prompt: from the store at
+    most every RECHECK seconds (a wide fan-out's members render their prompts together, and
+    each would read it), so what `podium guide` queues reaches the prompts rendered from
+    RECHECK after its commit."""
 
     from podium.app.secrets import restore
 
+    last: list[tuple[float, list[str]]] = []  # (when read, the queue): one entry, swapped
+
     def read(step: str, iteration: int) -> list[str]:
+        now = time.monotonic()
+        if last and now - last[0][0] < RECHECK:
+            return list(last[0][1])
         try:
             texts = queued(store.run_options(run_id))
         except Exception:  # a run not in the store (a sub-workflow's own engine)
             return []
         # the store's redactor is the run's: it has the values the queue holds as tokens
-        return [str(t) for t in restore(texts, store.redactor)]
+        got = [str(t) for t in restore(texts, store.redactor)]
+        last[:] = [(now, got)]
+        return list(got)
 
     return read

@@ -52,7 +52,6 @@ from podium.store.watch import FileWatch
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "default_store_path"]
 
 
-OPTIONS_RECHECK = 0.02  # seconds a run's options are served without asking if the file changed
 _RUN_UPDATE = ("UPDATE runs SET ", " WHERE id = ?")
 # a run-row assignment, parsed: ("set", n) `col = <expr with n ?>` (a later one replaces it),
 # ("add", 1) `col = col + ?` (added up), ("or", 1) `col = col OR ?` (or-ed)
@@ -157,8 +156,8 @@ class SQLiteStore(SQLCore):
         self.where = str(path)  # the store as messages name it: its file
         self._watch: FileWatch | None = None  # set once open: is the file still this one?
         self._init_core()
-        # run id -> (data_version, total_changes, when checked, the options): run_options
-        self._options_seen: dict[str, tuple[int, int, float, dict[str, Any]]] = {}
+        # run id -> ((data_version, total_changes) when read, the options): run_options
+        self._options_seen: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -388,27 +387,19 @@ class SQLiteStore(SQLCore):
     # ------------------------------------------------------------------ runs
 
     def run_options(self, run_id: str) -> dict[str, Any]:
-        """A run's options, read again only when the file may have changed since the last
-        read: this connection changed a row (`total_changes`), or another committed (`PRAGMA
-        data_version`, asked at most every OPTIONS_RECHECK seconds: a fan-out's members all
-        read their run's options before each prompt, for the guidance queue). What another
-        process queued reaches the prompts rendered from OPTIONS_RECHECK after its commit."""
+        """A run's options, read again only when the file changed since the last read: another
+        connection committed (`PRAGMA data_version`, a counter SQLite keeps in shared memory)
+        or this one changed a row (`total_changes`)."""
         with self._lock:
-            seen = self._options_seen.get(run_id)
-            now = time.monotonic()
-            if seen is not None and seen[1] == self.db.total_changes and \
-                    now - seen[2] < OPTIONS_RECHECK:
-                return copy.deepcopy(seen[3])
             try:
                 (version,) = self.db.execute("PRAGMA data_version").fetchone()
             except sqlite3.Error as exc:
                 raise self._corrupt(exc) from None
-            if seen is None or (seen[0], seen[1]) != (version, self.db.total_changes):
-                seen = (version, self.db.total_changes, now, super().run_options(run_id))
-            else:
-                seen = (version, seen[1], now, seen[3])
-            self._options_seen[run_id] = seen
-            return copy.deepcopy(seen[3])
+            stamp = (version, self.db.total_changes)
+            seen = self._options_seen.get(run_id)
+            if seen is None or seen[0] != stamp:
+                seen = self._options_seen[run_id] = (stamp, super().run_options(run_id))
+            return copy.deepcopy(seen[1])
 
     def create_run(self, record: RunRecord, owner: Owner | None = None) -> None:
         """Record a new run; with `owner`, leased to it in the same transaction (a run is
