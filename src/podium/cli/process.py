@@ -93,7 +93,8 @@ def main() -> None:
         sys.stderr.write(f"podium: {exc}\n")
         raise SystemExit(exc.exit_code) from None
     try:
-        if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
+        if "run" in sys.argv[1:] and any(  # Conductor's --input.NAME=VALUE
+                a.startswith("--input.") for a in sys.argv[1:]):
             from podium.cli.conductor_cmd import expand_dotted_inputs
 
             sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
