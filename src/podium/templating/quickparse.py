@@ -7,7 +7,10 @@ parses every one, and Jinja's lexer and parser were a third of a large workflow'
 nodes, fields and line numbers; tests/test_quickparse.py compares them on every template of
 the examples, the corpus and generated ones), and returns None for anything else, which then
 goes to Jinja. Only for an environment with the default delimiters, no line statements or
-extensions, and `keep_trailing_newline` (make_environment's).
+extensions, and `keep_trailing_newline` (make_environment's). Besides a comparison, a name
+may go through filters without arguments (`{{ a.b | tojson }}`), and text may hold
+`{% if a.b is defined %}...{% endif %}` blocks of the same (not nested, no else, each tag on
+one line): a prompt's optional part.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from jinja2 import nodes
 from jinja2.environment import Environment
 
 # Text with no brace, carriage return or NUL (Jinja normalises newlines in text and would
-# see `{{`, `{%` or `{#`), then `{{ a.b.c }}` or `{{ a.b OP operand }}` with plain ASCII
-# names, repeated. An operand is a dotted name, a decimal number, a plain quoted string or
-# one of Jinja's constants.
+# see `{{`, `{%` or `{#`), then `{{ a.b.c }}`, `{{ a.b OP operand }}` or `{{ a.b | f | g }}`
+# with plain ASCII names, or an `if ... is defined` / `endif` tag, repeated. An operand is a
+# dotted name, a decimal number, a plain quoted string or one of Jinja's constants.
 _TEXT = r"[^{}\r\0]*"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_NAME}(?:\.{_NAME})*"
@@ -28,9 +31,12 @@ _NUMBER = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 _STRING = r"'[A-Za-z0-9_ .,:;/+=@-]*'|\"[A-Za-z0-9_ .,:;/+=@-]*\""
 _OPS = {"==": "eq", "!=": "ne", "<=": "lteq", ">=": "gteq", "<": "lt", ">": "gt"}
 _EXPR = (rf"\{{\{{([ \t\n]*)({_DOTTED})(?:[ \t]*(==|!=|<=|>=|<|>)[ \t]*"
-         rf"({_NUMBER}|{_STRING}|{_DOTTED}))?[ \t\n]*\}}\}}")
-_WHOLE = re.compile(rf"{_TEXT}(?:{_EXPR}{_TEXT})+")
-_PART = re.compile(_EXPR)
+         rf"({_NUMBER}|{_STRING}|{_DOTTED})|((?:[ \t]*\|[ \t]*{_NAME})+))?[ \t\n]*\}}\}}")
+# `{% if a.b is defined %}` and `{% endif %}`, each on one line (no `-` or `+` controls)
+_IF = rf"\{{%[ \t]*if[ \t]+(?P<test>{_DOTTED})[ \t]+is[ \t]+defined[ \t]*%\}}"
+_ENDIF = r"\{%[ \t]*endif[ \t]*%\}"
+_WHOLE = re.compile(rf"{_TEXT}(?:(?:{_EXPR}|{_IF}|{_ENDIF}){_TEXT})+")
+_PART = re.compile(rf"{_EXPR}|(?P<open>{_IF})|(?P<close>{_ENDIF})")
 # names Jinja's parser reads as something other than a variable (constants, operators)
 _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "none": None,
               "None": None}
@@ -39,18 +45,46 @@ _WORDS = frozenset({*_CONSTANTS, "and", "or", "not", "in", "is", "if", "else", "
 
 def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     """The tree env.parse(source) gives, when `source` is text around dotted names (or one
-    comparison of a dotted name) only."""
+    comparison of a dotted name, or a dotted name through filters without arguments), and
+    `{% if dotted is defined %}` blocks of those, only."""
     if _WHOLE.fullmatch(source) is None or not _plain(env):
         return None
-    body: list[nodes.Expr] = []
+    body: list[nodes.Node] = []  # the template's statements (Output, If)
+    data: list[nodes.Expr] = []  # the Output being gathered (as Jinja's data buffer)
+    block: nodes.If | None = None  # the open `if` block
     pos = 0
     line = 1
+
+    def flush() -> None:
+        if data:
+            (body if block is None else block.body).append(
+                nodes.Output(data[:], lineno=data[0].lineno))
+            data.clear()
+
     for m in _PART.finditer(source):
         if m.start() > pos:
             text = source[pos:m.start()]
-            body.append(nodes.TemplateData(text, lineno=line))
+            data.append(nodes.TemplateData(text, lineno=line))
             line += text.count("\n")
-        lead, dotted, op, operand = m.groups()
+        pos = m.end()
+        if m.group("open") is not None:
+            if block is not None:
+                return None  # nested: left to Jinja
+            flush()
+            test = _dotted(m.group("test"), line)
+            if test is None:
+                return None
+            block = nodes.If(nodes.Test(test, "defined", [], [], None, None, lineno=line),
+                             [], [], [], lineno=line)
+            continue
+        if m.group("close") is not None:
+            if block is None:
+                return None  # an endif without its if: Jinja's error
+            flush()
+            body.append(block)
+            block = None
+            continue
+        lead, dotted, op, operand, filters = m.groups()[:5]
         if op is not None and "\n" in m.group(0):
             return None  # a comparison's line numbers follow its tokens: left to Jinja
         line += lead.count("\n")
@@ -62,12 +96,19 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             if right is None:
                 return None
             node = nodes.Compare(node, [nodes.Operand(_OPS[op], right)], lineno=line)
-        body.append(node)
+        elif filters is not None:
+            for name in filters.replace("|", " ").split():
+                if name in _WORDS:
+                    return None
+                node = nodes.Filter(node, name, [], [], None, None, lineno=line)
+        data.append(node)
         line += m.group(0).count("\n") - lead.count("\n")
-        pos = m.end()
+    if block is not None:
+        return None  # an if without its endif: Jinja's error
     if pos < len(source):
-        body.append(nodes.TemplateData(source[pos:], lineno=line))
-    template = nodes.Template([nodes.Output(body, lineno=body[0].lineno)], lineno=1)
+        data.append(nodes.TemplateData(source[pos:], lineno=line))
+    flush()
+    template = nodes.Template(body, lineno=1)
     template.set_environment(env)
     return template
 
