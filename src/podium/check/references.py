@@ -166,7 +166,7 @@ class _Collector:
         if kind is nodes.TemplateData or kind is nodes.Const:
             return  # no child, no name: most nodes of a template, walked the long way before
         if kind is nodes.Output or kind is nodes.Template:  # their children, as _generic does
-            for child in node.nodes if kind is nodes.Output else node.body:  # type: ignore[attr-defined]
+            for child in getattr(node, "nodes" if kind is nodes.Output else "body"):
                 self.visit(child, local, guards)
             return
         if isinstance(node, (nodes.For,)):

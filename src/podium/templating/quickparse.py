@@ -58,24 +58,25 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     def flush() -> None:
         if data:
             (body if block is None else block.body).append(
-                nodes.Output(data[:], lineno=data[0].lineno))
+                nodes.Output(data[:], lineno=data[0].lineno, environment=env))
             data.clear()
 
     for m in _PART.finditer(source):
         if m.start() > pos:
             text = source[pos:m.start()]
-            data.append(nodes.TemplateData(text, lineno=line))
+            data.append(nodes.TemplateData(text, lineno=line, environment=env))
             line += text.count("\n")
         pos = m.end()
         if m.group("open") is not None:
             if block is not None:
                 return None  # nested: left to Jinja
             flush()
-            test = _dotted(m.group("test"), line)
+            test = _dotted(m.group("test"), line, env)
             if test is None:
                 return None
-            block = nodes.If(nodes.Test(test, "defined", [], [], None, None, lineno=line),
-                             [], [], [], lineno=line)
+            block = nodes.If(nodes.Test(test, "defined", [], [], None, None, lineno=line,
+                                        environment=env), [], [], [], lineno=line,
+                             environment=env)
             continue
         if m.group("close") is not None:
             if block is None:
@@ -88,49 +89,51 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
         if op is not None and "\n" in m.group(0):
             return None  # a comparison's line numbers follow its tokens: left to Jinja
         line += lead.count("\n")
-        node = _dotted(dotted, line)
+        node = _dotted(dotted, line, env)
         if node is None:
             return None
         if op is not None:
-            right = _operand(operand, line)
+            right = _operand(operand, line, env)
             if right is None:
                 return None
-            node = nodes.Compare(node, [nodes.Operand(_OPS[op], right)], lineno=line)
+            node = nodes.Compare(node, [nodes.Operand(_OPS[op], right, environment=env)],
+                                 lineno=line, environment=env)
         elif filters is not None:
             for name in filters.replace("|", " ").split():
                 if name in _WORDS:
                     return None
-                node = nodes.Filter(node, name, [], [], None, None, lineno=line)
+                node = nodes.Filter(node, name, [], [], None, None, lineno=line,
+                                    environment=env)
         data.append(node)
         line += m.group(0).count("\n") - lead.count("\n")
     if block is not None:
         return None  # an if without its endif: Jinja's error
     if pos < len(source):
-        data.append(nodes.TemplateData(source[pos:], lineno=line))
+        data.append(nodes.TemplateData(source[pos:], lineno=line, environment=env))
     flush()
-    template = nodes.Template(body, lineno=1)
-    template.set_environment(env)
-    return template
+    # every node has `env` from its construction, as set_environment() would give it
+    return nodes.Template(body, lineno=1, environment=env)
 
 
-def _dotted(text: str, line: int) -> nodes.Expr | None:
+def _dotted(text: str, line: int, env: Environment) -> nodes.Expr | None:
     parts = text.split(".")
     if any(p in _WORDS for p in parts):
         return None
-    node: nodes.Expr = nodes.Name(parts[0], "load", lineno=line)
+    node: nodes.Expr = nodes.Name(parts[0], "load", lineno=line, environment=env)
     for attr in parts[1:]:
-        node = nodes.Getattr(node, attr, "load", lineno=line)
+        node = nodes.Getattr(node, attr, "load", lineno=line, environment=env)
     return node
 
 
-def _operand(text: str, line: int) -> nodes.Expr | None:
+def _operand(text: str, line: int, env: Environment) -> nodes.Expr | None:
     if text in _CONSTANTS:
-        return nodes.Const(_CONSTANTS[text], lineno=line)
+        return nodes.Const(_CONSTANTS[text], lineno=line, environment=env)
     if text[0] in "'\"":
-        return nodes.Const(text[1:-1], lineno=line)
+        return nodes.Const(text[1:-1], lineno=line, environment=env)
     if text[0].isdigit():
-        return nodes.Const(float(text) if "." in text else int(text), lineno=line)
-    return _dotted(text, line)
+        return nodes.Const(float(text) if "." in text else int(text), lineno=line,
+                           environment=env)
+    return _dotted(text, line, env)
 
 
 def _plain(env: Environment) -> bool:
