@@ -82,6 +82,11 @@ EDGES = [
     "{% if a is defined -%}x{% endif %}", "{% if a is defined %}x{% else %}y{% endif %}",
     "{% if a\n is defined %}x{% endif %}", "{% if true is defined %}x{% endif %}",
     "{% if a is defined %}\n{{ a >= 1 }}\n{% endif %}\n{% if b is defined %}{{ b }}{% endif %}",
+    "{{ a + 1 }}", "{{ (a|f) + 1 }}", "{{ a | f + 1 }}", "{{ a * 2 }}", "{{ a / 2 }}",
+    "{{ a - 1.5 }}", "{{ (a) + 1 }}", "{{ (a.b | f | g) - 2 }}", "{{ a // 2 }}", "{{ a ** 2 }}",
+    "{{ a + -1 }}", "{{ a + 1 + 2 }}", "{{ (a + 1) }}", "{{ (a | f }} + 1", "{{ a) + 1 }}",
+    "{{ (a + 1 }}", "{{ (true) + 1 }}", "{{ a | not + 1 }}", "{{\n a + 1 }}", "{{ a +\n1 }}",
+    "{{ a + 1 >= 2 }}", "{{ a % 2 }}", "{{ a + 01 }}", "{{ (s0.output.summary | length) + 1 }}",
 ]
 
 
@@ -129,9 +134,10 @@ def test_generated_templates_parse_alike() -> None:
         _same(quick, ENV.parse(source), repr(source))
 
 
-def test_generated_filters_and_blocks_parse_alike() -> None:
-    """Names through filters without arguments, and `{% if x is defined %}` blocks of text
-    and expressions, give Jinja's tree (every one of these shapes is taken)."""
+def test_generated_filters_arithmetic_and_blocks_parse_alike() -> None:
+    """Names through filters without arguments, one operation with a number, and
+    `{% if x is defined %}` blocks of text and expressions, give Jinja's tree (every one of
+    these shapes is taken)."""
     rng = random.Random(34)
     pieces = ["", "text ", "\n", "  ", "a: ", "x.y ", "#", "%", "-", "'\"", "\t", "é", "\n\n"]
     names = ["a", "s0001", "output", "summary", "_x", "workflow", "input", "B2"]
@@ -143,6 +149,12 @@ def test_generated_filters_and_blocks_parse_alike() -> None:
             dotted += "".join(rng.choice([" | ", "|", " |", "\t|\t"]) +
                               rng.choice(["tojson", "length", "upper", "d", "trim"])
                               for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.3:  # one operation with a number, on one line
+            if rng.random() < 0.5:
+                dotted = "(" + rng.choice(["", " "]) + dotted + rng.choice(["", " "]) + ")"
+            dotted += rng.choice(["", " "]) + rng.choice("+-*/") + rng.choice(["", " ", "\t"]) \
+                + rng.choice(["0", "1", "12", "0.5"])
+            ws = [w.replace("\n", "") for w in ws]
         return "{{" + ws[0] + dotted + ws[1] + "}}"
 
     for _ in range(3000):

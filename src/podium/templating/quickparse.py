@@ -8,7 +8,8 @@ nodes, fields and line numbers; tests/test_quickparse.py compares them on every 
 the examples, the corpus and generated ones), and returns None for anything else, which then
 goes to Jinja. Only for an environment with the default delimiters, no line statements or
 extensions, and `keep_trailing_newline` (make_environment's). Besides a comparison, a name
-may go through filters without arguments (`{{ a.b | tojson }}`), and text may hold
+may go through filters without arguments (`{{ a.b | tojson }}`), or take one operation with
+a number (`{{ (a.b | length) + 1 }}`), and text may hold
 `{% if a.b is defined %}...{% endif %}` blocks of the same (not nested, no else, each tag on
 one line): a prompt's optional part.
 """
@@ -21,17 +22,25 @@ from jinja2 import nodes
 from jinja2.environment import Environment
 
 # Text with no brace, carriage return or NUL (Jinja normalises newlines in text and would
-# see `{{`, `{%` or `{#`), then `{{ a.b.c }}`, `{{ a.b OP operand }}` or `{{ a.b | f | g }}`
-# with plain ASCII names, or an `if ... is defined` / `endif` tag, repeated. An operand is a
-# dotted name, a decimal number, a plain quoted string or one of Jinja's constants.
+# see `{{`, `{%` or `{#`), then `{{ a.b.c }}`, `{{ a.b OP operand }}`, `{{ a.b | f | g }}`
+# or `{{ (a.b | f) + 1 }}` with plain ASCII names, or an `if ... is defined` / `endif` tag,
+# repeated. An operand is a dotted name, a decimal number, a plain quoted string or one of
+# Jinja's constants.
 _TEXT = r"[^{}\r\0]*"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_NAME}(?:\.{_NAME})*"
 _NUMBER = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 _STRING = r"'[A-Za-z0-9_ .,:;/+=@-]*'|\"[A-Za-z0-9_ .,:;/+=@-]*\""
 _OPS = {"==": "eq", "!=": "ne", "<=": "lteq", ">=": "gteq", "<": "lt", ">": "gt"}
-_EXPR = (rf"\{{\{{([ \t\n]*)({_DOTTED})(?:[ \t]*(==|!=|<=|>=|<|>)[ \t]*"
-         rf"({_NUMBER}|{_STRING}|{_DOTTED})|((?:[ \t]*\|[ \t]*{_NAME})+))?[ \t\n]*\}}\}}")
+_FILTERS = rf"(?:[ \t]*\|[ \t]*{_NAME})+"
+# {{ a.b }}, {{ a.b OP operand }}, {{ a.b | f }}, or arithmetic on one number: {{ a.b + 1 }},
+# {{ (a.b | length) + 1 }} (the same tree, with or without the parentheses)
+_EXPR = (rf"\{{\{{([ \t\n]*)(?:({_DOTTED})(?:[ \t]*(==|!=|<=|>=|<|>)[ \t]*"
+         rf"({_NUMBER}|{_STRING}|{_DOTTED})|({_FILTERS}))?"
+         rf"|(?:\([ \t]*(?P<pleft>{_DOTTED})(?P<pfilters>{_FILTERS})?[ \t]*\)"
+         rf"|(?P<left>{_DOTTED})(?P<lfilters>{_FILTERS})?)"
+         rf"[ \t]*(?P<math>[-+*/])[ \t]*(?P<number>{_NUMBER}))[ \t\n]*\}}\}}")
+_MATH = {"+": nodes.Add, "-": nodes.Sub, "*": nodes.Mul, "/": nodes.Div}
 # `{% if a.b is defined %}` and `{% endif %}`, each on one line (no `-` or `+` controls)
 _IF = rf"\{{%[ \t]*if[ \t]+(?P<test>{_DOTTED})[ \t]+is[ \t]+defined[ \t]*%\}}"
 _ENDIF = r"\{%[ \t]*endif[ \t]*%\}"
@@ -86,8 +95,12 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             block = None
             continue
         lead, dotted, op, operand, filters = m.groups()[:5]
-        if op is not None and "\n" in m.group(0):
+        math = m.group("math")
+        if (op is not None or math is not None) and "\n" in m.group(0):
             return None  # a comparison's line numbers follow its tokens: left to Jinja
+        if math is not None:
+            dotted, filters = ((m.group("left"), m.group("lfilters")) if m.group("left")
+                               else (m.group("pleft"), m.group("pfilters")))
         line += lead.count("\n")
         node = _dotted(dotted, line, env)
         if node is None:
@@ -104,6 +117,10 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
                     return None
                 node = nodes.Filter(node, name, [], [], None, None, lineno=line,
                                     environment=env)
+        if math is not None:
+            number = _operand(m.group("number"), line, env)
+            assert number is not None  # a decimal number
+            node = _MATH[math](node, number, lineno=line, environment=env)
         data.append(node)
         line += m.group(0).count("\n") - lead.count("\n")
     if block is not None:
