@@ -26,7 +26,6 @@ from jinja2.environment import Environment
 # or `{{ (a.b | f) + 1 }}` with plain ASCII names, or an `if ... is defined` / `endif` tag,
 # repeated. An operand is a dotted name, a decimal number, a plain quoted string or one of
 # Jinja's constants.
-_TEXT = r"[^{}\r\0]*"
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_NAME}(?:\.{_NAME})*"
 _NUMBER = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
@@ -44,8 +43,11 @@ _MATH = {"+": nodes.Add, "-": nodes.Sub, "*": nodes.Mul, "/": nodes.Div}
 # `{% if a.b is defined %}` and `{% endif %}`, each on one line (no `-` or `+` controls)
 _IF = rf"\{{%[ \t]*if[ \t]+(?P<test>{_DOTTED})[ \t]+is[ \t]+defined[ \t]*%\}}"
 _ENDIF = r"\{%[ \t]*endif[ \t]*%\}"
-_WHOLE = re.compile(rf"{_TEXT}(?:(?:{_EXPR}|{_IF}|{_ENDIF}){_TEXT})+")
 _PART = re.compile(rf"{_EXPR}|(?P<open>{_IF})|(?P<close>{_ENDIF})")
+# what the text between the parts cannot hold: a template is text (part text)+, checked gap
+# by gap (a part ends at its first closing brace: no other split is possible), which spares
+# compiling a second regex of the whole shape in every process
+_NOT_TEXT = re.compile(r"[{}\r\0]")
 # names Jinja's parser reads as something other than a variable (constants, operators)
 _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "none": None,
               "None": None}
@@ -56,7 +58,7 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     """The tree env.parse(source) gives, when `source` is text around dotted names (or one
     comparison of a dotted name, or a dotted name through filters without arguments), and
     `{% if dotted is defined %}` blocks of those, only."""
-    if _WHOLE.fullmatch(source) is None or not _plain(env):
+    if "{" not in source or not _plain(env):
         return None
     body: list[nodes.Node] = []  # the template's statements (Output, If)
     data: list[nodes.Expr] = []  # the Output being gathered (as Jinja's data buffer)
@@ -73,6 +75,8 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     for m in _PART.finditer(source):
         if m.start() > pos:
             text = source[pos:m.start()]
+            if _NOT_TEXT.search(text):
+                return None
             data.append(nodes.TemplateData(text, lineno=line, environment=env))
             line += text.count("\n")
         pos = m.end()
@@ -123,9 +127,11 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             node = _MATH[math](node, number, lineno=line, environment=env)
         data.append(node)
         line += m.group(0).count("\n") - lead.count("\n")
-    if block is not None:
-        return None  # an if without its endif: Jinja's error
+    if block is not None or not pos:
+        return None  # an if without its endif (Jinja's error), or no part at all
     if pos < len(source):
+        if _NOT_TEXT.search(source, pos):
+            return None
         data.append(nodes.TemplateData(source[pos:], lineno=line, environment=env))
     flush()
     # every node has `env` from its construction, as set_environment() would give it
