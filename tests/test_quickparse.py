@@ -73,6 +73,20 @@ EDGES = [
     "{{ a == 1.5.x }}", "{{ a == 01 }}", "{{ a == 1e3 }}", "{{ a == 1_0 }}", "{{ a ==\n 1 }}",
     "{{ a\n == 1 }}", "{{ a == b == c }}", "{{ a == 'it''s' }}", "{{ a == 'x\\n' }}",
     "{{ true == a }}", "{{ a == not }}", "{{ a == 'é' }}", "{{ a.b==0 }}", "x {{ a >= 1 }} y",
+    "{{ a | tojson }}", "{{ a.b|length }}", "{{ a | trim | upper }}", "{{\n a | d\n}}",
+    "{{ a |\n f }}", "{{ a | f(1) }}", "{{ a | not }}", "{{ a | f.g }}", "{{ a | length > 1 }}",
+    "{% if a is defined %}x {{ a.b }}{% endif %}", "t\n{% if a.b is defined %}{% endif %}\nu",
+    "{%if a is defined%}{{ a }}{%endif%}", "{% if a is defined %}x", "x{% endif %}",
+    "{% if a is defined %}{% if b is defined %}y{% endif %}{% endif %}",
+    "{% if a is not defined %}x{% endif %}", "{%- if a is defined %}x{% endif %}",
+    "{% if a is defined -%}x{% endif %}", "{% if a is defined %}x{% else %}y{% endif %}",
+    "{% if a\n is defined %}x{% endif %}", "{% if true is defined %}x{% endif %}",
+    "{% if a is defined %}\n{{ a >= 1 }}\n{% endif %}\n{% if b is defined %}{{ b }}{% endif %}",
+    "{{ a + 1 }}", "{{ (a|f) + 1 }}", "{{ a | f + 1 }}", "{{ a * 2 }}", "{{ a / 2 }}",
+    "{{ a - 1.5 }}", "{{ (a) + 1 }}", "{{ (a.b | f | g) - 2 }}", "{{ a // 2 }}", "{{ a ** 2 }}",
+    "{{ a + -1 }}", "{{ a + 1 + 2 }}", "{{ (a + 1) }}", "{{ (a | f }} + 1", "{{ a) + 1 }}",
+    "{{ (a + 1 }}", "{{ (true) + 1 }}", "{{ a | not + 1 }}", "{{\n a + 1 }}", "{{ a +\n1 }}",
+    "{{ a + 1 >= 2 }}", "{{ a % 2 }}", "{{ a + 01 }}", "{{ (s0.output.summary | length) + 1 }}",
 ]
 
 
@@ -113,6 +127,50 @@ def test_generated_templates_parse_alike() -> None:
                 dotted += rng.choice(["", " ", "  "]) + op + rng.choice(["", " "]) + right
                 ws = [w.replace("\n", "") for w in ws]
             out.append("{{" + ws[0] + dotted + ws[1] + "}}")
+        out.append(rng.choice(pieces))
+        source = "".join(out)
+        quick = quick_parse(ENV, source)
+        assert quick is not None, repr(source)
+        _same(quick, ENV.parse(source), repr(source))
+
+
+def test_generated_filters_arithmetic_and_blocks_parse_alike() -> None:
+    """Names through filters without arguments, one operation with a number, and
+    `{% if x is defined %}` blocks of text and expressions, give Jinja's tree (every one of
+    these shapes is taken)."""
+    rng = random.Random(34)
+    pieces = ["", "text ", "\n", "  ", "a: ", "x.y ", "#", "%", "-", "'\"", "\t", "é", "\n\n"]
+    names = ["a", "s0001", "output", "summary", "_x", "workflow", "input", "B2"]
+
+    def expr() -> str:
+        ws = [rng.choice(["", " ", "  ", "\n", " \n "]) for _ in range(2)]
+        dotted = ".".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.4:
+            dotted += "".join(rng.choice([" | ", "|", " |", "\t|\t"]) +
+                              rng.choice(["tojson", "length", "upper", "d", "trim"])
+                              for _ in range(rng.randint(1, 3)))
+        if rng.random() < 0.3:  # one operation with a number, on one line
+            if rng.random() < 0.5:
+                dotted = "(" + rng.choice(["", " "]) + dotted + rng.choice(["", " "]) + ")"
+            dotted += rng.choice(["", " "]) + rng.choice("+-*/") + rng.choice(["", " ", "\t"]) \
+                + rng.choice(["0", "1", "12", "0.5"])
+            ws = [w.replace("\n", "") for w in ws]
+        return "{{" + ws[0] + dotted + ws[1] + "}}"
+
+    for _ in range(3000):
+        out = []
+        for _ in range(rng.randint(1, 4)):
+            out.append(rng.choice(pieces))
+            if rng.random() < 0.35:
+                dotted = ".".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+                sp = [rng.choice([" ", "  ", "\t"]) for _ in range(5)]
+                inner = "".join(rng.choice(pieces) + (expr() if rng.random() < 0.6 else "")
+                                for _ in range(rng.randint(0, 3)))
+                out.append("{%" + sp[0] + "if" + sp[1] + dotted + sp[2] + "is" + sp[3] +
+                           "defined" + sp[4] + "%}" + inner + "{%" + rng.choice(["", " "]) +
+                           "endif" + rng.choice(["", " "]) + "%}")
+            else:
+                out.append(expr())
         out.append(rng.choice(pieces))
         source = "".join(out)
         quick = quick_parse(ENV, source)

@@ -20,9 +20,11 @@ def podium_home() -> Path:
 
 def store_url() -> str | None:
     """The PostgreSQL URL that PODIUM_STORE names, or None for a SQLite store."""
+    named = os.environ.get("PODIUM_STORE", "").strip()
+    if not named:  # the default SQLite store (no URL to read)
+        return None
     from podium.store.pgconn import is_postgres_url
 
-    named = os.environ.get("PODIUM_STORE", "").strip()
     return named if is_postgres_url(named) else None
 
 

@@ -24,19 +24,23 @@ def check_providers(engine: Engine) -> None:
     """Create every provider the workflow's own agents use (the registry keeps them for the
     run). Scripted answers (`--responses` with agents) replace them all: nothing to check."""
     from podium.language.model import AgentStep
-    from podium.providers.base import ProviderError
-    from podium.providers.settings import SettingsError, resolve_settings
-    from podium.steps.agent import provider_name_for
 
     services = engine.services
     if services.providers.override is not None:
         return
     runtime = engine.workflow.workflow.runtime
     users: dict[str, list[str]] = {}
-    agents = [*engine.workflow.agents, *(g.agent for g in engine.workflow.for_each)]
+    agents = [step for step in [*engine.workflow.agents,
+                                *(g.agent for g in engine.workflow.for_each)]
+              if isinstance(step, AgentStep)]
+    if not agents:  # no provider to set up (nor the agent step's modules to load)
+        return
+    from podium.providers.base import ProviderError
+    from podium.providers.settings import SettingsError, resolve_settings
+    from podium.steps.agent import provider_name_for
+
     for step in agents:
-        if isinstance(step, AgentStep):
-            users.setdefault(provider_name_for(services, step), []).append(step.name)
+        users.setdefault(provider_name_for(services, step), []).append(step.name)
     for name, steps in users.items():
         try:
             services.providers.get(name, functools.partial(resolve_settings, name, runtime))

@@ -266,12 +266,15 @@ def _check_model_names(checker: Checker) -> None:
     """A model name no price table knows, close to one podium knows, on a provider with a
     public model list, is most likely a typo that `--budget` could not price: a warning,
     with the closest known name."""
-    from podium.providers.pricing import BUILTIN_PRICES, is_priced
-
     wf = checker.wf.workflow
     if isinstance(wf.runtime.provider, ProviderConfig) and wf.runtime.provider.base_url:
         return  # a custom endpoint serves models of its own
-    for path, step in _agents(checker):
+    agents = _agents(checker)
+    if not agents:  # no model to look up (nor the price tables to load)
+        return
+    from podium.providers.pricing import BUILTIN_PRICES, is_priced
+
+    for path, step in agents:
         pname = canonical(step.provider or wf.runtime.provider_name)
         if pname not in _LISTED:
             continue
@@ -290,11 +293,14 @@ def _check_model_names(checker: Checker) -> None:
 
 
 def _check_prices(checker: Checker) -> None:
-    from podium.providers.pricing import is_priced
-
     wf = checker.wf.workflow
     overrides = wf.cost.pricing
-    for path, step in _agents(checker):
+    agents = _agents(checker)
+    if not agents:  # no model to price (nor the price tables to load)
+        return
+    from podium.providers.pricing import is_priced
+
+    for path, step in agents:
         pname = canonical(step.provider or wf.runtime.provider_name)
         where: KeyPath = (*path, "model") if step.model else ("workflow", "runtime",
                                                               "default_model")

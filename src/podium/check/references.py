@@ -162,6 +162,13 @@ class _Collector:
             self.facts = saved
 
     def visit(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
+        kind = type(node)
+        if kind is nodes.TemplateData or kind is nodes.Const:
+            return  # no child, no name: most nodes of a template, walked the long way before
+        if kind is nodes.Output or kind is nodes.Template:  # their children, as _generic does
+            for child in getattr(node, "nodes" if kind is nodes.Output else "body"):
+                self.visit(child, local, guards)
+            return
         if isinstance(node, (nodes.For,)):
             self.visit(node.iter, local, guards)
             names = _target_names(node.target)

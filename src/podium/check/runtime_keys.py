@@ -116,12 +116,15 @@ def _check_list(checker: Checker, key: str, placed: list[tuple[KeyPath, AgentSte
     if key == "skills":
         resolve: Any = skill_dirs
     else:
-        from podium.providers.plugin_sources import fetched_locator
-
-        sources, locate = runtime.plugin_sources, fetched_locator()
+        sources = runtime.plugin_sources
+        located: list[Any] = []
 
         def resolve(entry: Any, where: Any) -> Any:
-            return plugin_dir(entry, where, sources, locate)
+            if not located:  # the first entry (a workflow without plugins reads no index)
+                from podium.providers.plugin_sources import fetched_locator
+
+                located.append(fetched_locator())
+            return plugin_dir(entry, where, sources, located[0])
     if default:
         _check_entries(checker, (*_RUNTIME, key), default, base, resolve)
     inheriting: list[tuple[str, str]] = []
@@ -196,12 +199,12 @@ def _check_entries(checker: Checker, where: KeyPath, entries: list[Any], base: A
 
 def _check_sources(checker: Checker) -> None:
     """Each `plugin_sources` entry is a folder or a git repository podium can fetch."""
-    from podium.providers.plugin_sources import parse_source
-
     raw = checker.wf.workflow.runtime.plugin_sources
     where: KeyPath = (*_RUNTIME, "plugin_sources")
     if raw is None:
         return
+    from podium.providers.plugin_sources import parse_source
+
     if not isinstance(raw, dict):
         checker.err(where, "plugin_sources maps each marketplace name to its source",
                     code="schema")

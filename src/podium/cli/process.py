@@ -9,6 +9,9 @@ import gc
 import os
 import signal
 import sys
+import typing
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from typer.models import CommandInfo
@@ -33,7 +36,20 @@ def command_app(args: list[str]) -> typer.Typer:
     only = copy.copy(app)
     only.registered_commands = commands
     only.registered_groups = groups
+    for info in [*commands, app.registered_callback]:
+        if info is not None and info.callback is not None:
+            _evaluate_annotations(info.callback)
     return only
+
+
+def _evaluate_annotations(callback: Callable[..., Any]) -> None:
+    """typer reads a command's parameters twice (its name, then its callback), and each time
+    evaluates every annotation its module left as a string (`from __future__ import
+    annotations` in podium.cli.main): for `run`, ~120 evaluations of `Annotated[...,
+    typer.Option(...)]`, half of building its parser. They are evaluated once here instead,
+    to the objects typer would get (the command's own only: the others stay strings)."""
+    if any(isinstance(a, str) for a in callback.__annotations__.values()):
+        callback.__annotations__ = typing.get_type_hints(callback, include_extras=True)
 
 
 def _after_root(args: list[str]) -> list[str]:
@@ -93,7 +109,8 @@ def main() -> None:
         sys.stderr.write(f"podium: {exc}\n")
         raise SystemExit(exc.exit_code) from None
     try:
-        if "run" in sys.argv[1:]:  # Conductor's --input.NAME=VALUE
+        if "run" in sys.argv[1:] and any(  # Conductor's --input.NAME=VALUE
+                a.startswith("--input.") for a in sys.argv[1:]):
             from podium.cli.conductor_cmd import expand_dotted_inputs
 
             sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])

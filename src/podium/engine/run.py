@@ -247,10 +247,11 @@ class Engine:
         self._budget_reported = 0.0
         self.current: str | None = None
         self._started = 0.0
-        from podium.steps.registry import EXECUTORS
+        from podium.steps.registry import executors
 
-        # Executors by step type (the config may replace some: tests, stubs, replay).
-        self.executors: dict[str, Callable[[StepCall], StepOutcome]] = dict(EXECUTORS)
+        # Executors by step type (the config may replace some: tests, stubs, replay); each
+        # registered one is imported when a step of its type first runs.
+        self.executors: dict[str, Callable[[StepCall], StepOutcome]] = executors()
         self.executors["workflow"] = self._run_subworkflow
         self.executors.update(config.executors or {})
         self.subworkflow_cache: dict[Path, WorkflowFile] = (
@@ -423,8 +424,6 @@ class Engine:
             return Ended(endings.fail(self, exc))
 
     def _execute(self, step: StepBase | ParallelGroup | ForEachGroup) -> StepOutcome:
-        from podium.engine.groups import run_for_each, run_parallel
-
         state = self.state
         step_type = _node_type(step)
         iteration = state.step_counts.get(step.name, 0) + 1
@@ -440,8 +439,12 @@ class Engine:
         try:
             try:
                 if isinstance(step, ParallelGroup):
+                    from podium.engine.groups import run_parallel
+
                     outcome = run_parallel(self, step, iteration)
                 elif isinstance(step, ForEachGroup):
+                    from podium.engine.groups import run_for_each
+
                     outcome = run_for_each(self, step, iteration)
                 else:
                     executor = self.executors.get(step.type)

@@ -163,7 +163,20 @@ class _Composer:
         stack: list[_Frame] = []
         root: Any = None
         documents = 0
+        scalar = ev.ScalarEvent
         for event in events:
+            if isinstance(event, scalar):  # most events: tested first
+                path = self._child_path(stack)
+                self.count(1, event.start_mark)
+                value = self._scalar(event, path, stack)
+                if event.anchor:
+                    self.anchors[event.anchor] = (value, 1, _chars(value))
+                if not stack:
+                    root = value
+                else:
+                    self._attach(stack[-1], value, event.start_mark, path=path,
+                                 scalar_event=event)
+                continue
             if isinstance(event, (ev.StreamStartEvent, ev.StreamEndEvent, ev.DocumentEndEvent)):
                 continue
             if isinstance(event, ev.DocumentStartEvent):
@@ -213,17 +226,6 @@ class _Composer:
                 frame = _Frame("map" if is_map else "seq", path, {} if is_map else [],
                                anchor=event.anchor)
                 stack.append(frame)
-                continue
-            if isinstance(event, ev.ScalarEvent):
-                self.count(1, event.start_mark)
-                value = self._scalar(event, path, stack)
-                if event.anchor:
-                    self.anchors[event.anchor] = (value, 1, _chars(value))
-                if not stack:
-                    root = value
-                else:
-                    self._attach(stack[-1], value, event.start_mark, path=path,
-                                 scalar_event=event)
                 continue
         return root
 
@@ -431,9 +433,17 @@ class IntegerTooLong(ValueError):
     """A decimal integer longer than Python converts from text (4,300 digits by default)."""
 
 
+# first characters of a plain scalar that is text whatever follows: no null, boolean,
+# number, infinity or NaN starts with one (those start with n N t T f F ~ . + - or a digit;
+# e and E are left out too, where a float's exponent could begin)
+_TEXT_START = frozenset("abcdghijklmopqrsuvwxyzABCDGHIJKLMOPQRSUVWXYZ_")
+
+
 def resolve_plain(text: str) -> Any:
     """YAML 1.2 core-schema resolution of a plain scalar, as ruamel.yaml does it.
     IntegerTooLong for a decimal integer past Python's digit limit."""
+    if text[:1] in _TEXT_START:  # most plain scalars: names, step types, references
+        return text
     if text in ("", "~", "null", "Null", "NULL"):
         return None
     if text in ("true", "True", "TRUE"):

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from podium.errors import LimitExceeded
 from podium.events.model import LimitReached
-from podium.providers.pricing import find_price
 
 if TYPE_CHECKING:
     from podium.events.bus import EventBus
@@ -58,6 +57,8 @@ def worst_case(label: str, model: str | None, *, provider: str | None,
     conversation so far, the new message) and may answer up to `max_tokens`."""
     tokens_in = estimate_tokens(*sent, json.dumps(schema) if schema else None)
     tokens_out = max_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+    from podium.providers.pricing import find_price  # (a run without agents never loads it)
+
     price = find_price(model, pricing, provider)
     usd = None if price is None else price.cost(tokens_in, tokens_out)
     return WorstCase(label, model, tokens_in, tokens_out, usd)
