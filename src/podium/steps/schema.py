@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from podium import jsontext
@@ -91,64 +92,64 @@ def _patterned(fld: OutputField) -> bool:
         fld.items is not None and _patterned(fld.items))
 
 
-_fast_validators: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
-
-
-def _fast(schema: dict[str, OutputField]) -> Any:
-    """jsonschema-rs' validator of a declaration (built once, as `_validator`), which says
-    only whether a value holds: a value that does is passed at once (~1 us, and jsonschema
-    is not even imported); one that does not is checked again by `_validator`, whose errors
-    podium words. None for a declaration with a `pattern` (Rust's regular expressions are
-    not Python's: the two could disagree) or when jsonschema-rs is not installed."""
-    key = id(schema)
-    with _validators_lock:
-        entry = _fast_validators.get(key)
-        if entry is not None and entry[0] is schema:
-            _fast_validators.move_to_end(key)
-            return entry[1]
-    validator: Any = None
-    if not any(_patterned(f) for f in schema.values()):
-        try:
-            import jsonschema_rs
-        except ImportError:
-            pass
-        else:
-            validator = jsonschema_rs.Draft202012Validator(validation_schema(schema))
-    with _validators_lock:
-        _fast_validators[key] = (schema, validator)
-        while len(_fast_validators) > _CACHE_SIZE:
-            _fast_validators.popitem(last=False)
-    return validator
-
-
 # A field's own checks, in the order podium reports them: the first that fails is named.
 _RANK = {"type": 0, "enum": 1, "minLength": 2, "maxLength": 3, "pattern": 4, "minimum": 5,
          "maximum": 6}
 _CACHE_SIZE = 512
-_validators: OrderedDict[int, tuple[dict[str, OutputField], Draft202012Validator]] = \
-    OrderedDict()
+_validators: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
+_fast_validators: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
 _validators_lock = threading.Lock()
 
 
-def _validator(schema: dict[str, OutputField]) -> Draft202012Validator:
-    """The validator of a declaration, built once per declaration (a step's `output:`).
+def _cached(cache: OrderedDict[int, tuple[dict[str, OutputField], Any]],
+            schema: dict[str, OutputField], build: Callable[[], Any]) -> Any:
+    """What `build` makes for a declaration, made once per declaration (a step's `output:`).
 
     Keyed by identity; the entry holds the declaration itself, so its id cannot be reused
     while the entry lives (declarations are parsed once per plan and never mutated).
     """
     key = id(schema)
     with _validators_lock:
-        entry = _validators.get(key)
+        entry = cache.get(key)
         if entry is not None and entry[0] is schema:
-            _validators.move_to_end(key)
+            cache.move_to_end(key)
             return entry[1]
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(validation_schema(schema))
+    made = build()
     with _validators_lock:
-        _validators[key] = (schema, validator)
-        while len(_validators) > _CACHE_SIZE:
-            _validators.popitem(last=False)
+        cache[key] = (schema, made)
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    return made
+
+
+def _fast(schema: dict[str, OutputField]) -> Any:
+    """jsonschema-rs' validator of a declaration, which says only whether a value holds: a
+    value that does is passed at once (~1 us, and jsonschema is not even imported); one that
+    does not is checked again by `_validator`, whose errors podium words. None for a
+    declaration with a `pattern` (Rust's regular expressions are not Python's: the two could
+    disagree) or when jsonschema-rs is not installed."""
+
+    def build() -> Any:
+        if any(_patterned(f) for f in schema.values()):
+            return None
+        try:
+            import jsonschema_rs
+        except ImportError:
+            return None
+        return jsonschema_rs.Draft202012Validator(validation_schema(schema))
+
+    return _cached(_fast_validators, schema, build)
+
+
+def _validator(schema: dict[str, OutputField]) -> Draft202012Validator:
+    """jsonschema's validator of a declaration: the checking whose errors podium words."""
+
+    def build() -> Draft202012Validator:
+        from jsonschema import Draft202012Validator
+
+        return Draft202012Validator(validation_schema(schema))
+
+    validator: Draft202012Validator = _cached(_validators, schema, build)
     return validator
 
 
