@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 class Event(BaseModel):
     """Fields common to every event."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     v: int = SCHEMA_VERSION
     type: str

@@ -31,13 +31,13 @@ END = "$end"
 class Strict(BaseModel):
     """A container whose unknown keys are errors (Conductor rejects them)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Lenient(BaseModel):
     """A container whose unknown keys Conductor ignores: podium warns about them."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, defer_build=True)
 
 
 def _is_template(text: str) -> bool:
