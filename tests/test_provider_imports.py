@@ -25,7 +25,8 @@ NOT_FOR = {
     "validate": ("podium.store", "podium.events", "podium.engine", "podium.steps", "sqlite3",
                  "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
     # attrs: rich.pretty tries it (that attempt is listed too), never loads it (attr._make)
-    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr._make"),
+    # rich: the console sink writes plain lines to a pipe or a file itself
+    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr", "rich"),
 }
 
 

@@ -77,26 +77,66 @@ def _rich_console() -> Any:
             del sys.modules["attr"]
     return Console
 
+# the control characters rich strips from printed text (bell, backspace, vertical tab, form
+# feed, carriage return: rich.control.STRIP_CONTROL_CODES, checked by a test)
+_STRIP_CONTROL = dict.fromkeys((7, 8, 11, 12, 13))
+
+
+def plain_without_rich(stream: TextIO, color: bool | None) -> bool | None:
+    """Whether rich would give `stream` no colour system (podium then writes plain lines),
+    decided as rich.console.Console decides it, without importing rich: True or False where
+    the answer is certain, None where only rich can tell (a terminal, which may be dumb;
+    IPython or IDLE loaded; FORCE_COLOR or TTY_COMPATIBLE set)."""
+    if color is True:
+        return None  # force_terminal: rich reads the terminal's colours (none when dumb)
+    if "IPython" in sys.modules or "idlelib" in sys.modules:
+        return None  # rich's Jupyter and IDLE rules
+    if color is False:
+        return True  # force_terminal=False: not a terminal, no colour system
+    import os
+
+    if os.environ.get("TTY_COMPATIBLE", "") in ("0", "1") or "FORCE_COLOR" in os.environ:
+        return None
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return None if isatty is not None and isatty() else True
+    except ValueError:  # a closed stream: rich says no terminal
+        return True
+
 
 class ConsoleSink:
     """Verbosity: 0 quiet (lifecycle and routes), 1 normal, 2 verbose (prompts, script output)."""
 
     def __init__(self, stream: TextIO, verbosity: int = 1, color: bool | None = None,
                  after_start: list[str] | None = None) -> None:
-        Console = _rich_console()
-
-        self.console = Console(file=stream, markup=False, highlight=False, emoji=False,
-                               force_terminal=color, no_color=color is False, soft_wrap=True)
+        self._file = stream
+        self._color = color
+        self._console: Any = None
         # no colour (a file, a pipe, NO_COLOR): a line is its text as rich would lay it out,
         # written without rich's rendering (segments, styles, buffer), which cost a `set`
         # step a fifth of its time at -q (docs/performance.md); checked against rich by
-        # tests/test_console_plain.py
-        self._plain = self.console.color_system is None and not self.console.is_jupyter
+        # tests/test_console_plain.py. Where that is plain without asking rich, rich is not
+        # imported at all (a quarter of a short `podium run -q` otherwise).
+        plain = plain_without_rich(stream, color)
+        if plain is None:
+            plain = self.console.color_system is None and not self.console.is_jupyter
+        self._plain = plain
         self.verbosity = verbosity
         self._nested = False
         self.after_start = list(after_start or [])  # lines printed after the run's first line
         self._streaming: tuple[str, str, str | None] | None = None  # (step, kind, tool) open
         self._scripts: dict[str, ScriptOutput] = {}  # a script's return, until its step ends
+
+    @property
+    def console(self) -> Any:
+        """rich's Console on the stream, built the first time a line needs rich."""
+        if self._console is None:
+            Console = _rich_console()
+            color = self._color
+            self._console = Console(file=self._file, markup=False, highlight=False,
+                                    emoji=False, force_terminal=color,
+                                    no_color=color is False, soft_wrap=True)
+        return self._console
 
     def _stream(self, event: ModelDelta) -> None:
         """Streamed model text as it arrives (verbose): a line opens per step and kind, the
@@ -122,14 +162,12 @@ class ConsoleSink:
         if self._nested:
             parts = (("  │ ", "dim"), *parts)
         if self._plain:
-            from rich.control import strip_control_codes
-
-            plain = strip_control_codes("".join(content for content, _ in parts))
+            plain = "".join(content for content, _ in parts).translate(_STRIP_CONTROL)
             # as rich lays it out (soft wrap): tabs expand, and whitespace past the width is
             # trimmed at a line's end; a line with neither is its text
             if "\t" not in plain and not any(line[-1:].isspace() for line in plain.split("\n")):
-                self.console.file.write(plain + "\n")
-                self.console.file.flush()
+                self._file.write(plain + "\n")
+                self._file.flush()
                 return
         from rich.text import Text
 
