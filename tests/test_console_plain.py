@@ -10,7 +10,6 @@ import os
 import random
 
 import pytest
-
 from rich.console import Console
 from rich.text import Text
 

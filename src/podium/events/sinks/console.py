@@ -116,7 +116,7 @@ class ConsoleSink:
         # written without rich's rendering (segments, styles, buffer), which cost a `set`
         # step a fifth of its time at -q (docs/performance.md); checked against rich by
         # tests/test_console_plain.py. Where that is plain without asking rich, rich is not
-        # imported at all (a quarter of a short `podium run -q` otherwise).
+        # imported at all (~35 ms of a short `podium run -q` here).
         plain = plain_without_rich(stream, color)
         if plain is None:
             plain = self.console.color_system is None and not self.console.is_jupyter
