@@ -99,7 +99,7 @@ class _Sum:
                      tuple(self.models))
 
 
-def _sum(rows: dict[str, _Sum], key: str) -> _Sum:
+def _sum(rows: dict[Any, _Sum], key: Any) -> _Sum:
     row = rows.get(key)
     if row is None:
         row = rows[key] = _Sum()
@@ -115,10 +115,7 @@ def _agent_rows(calls: Iterable[Call]) -> dict[str, Spend]:
             if c.attempt == 1 and c.kind is not None and key in standing:
                 part = f"{c.agent} ({_PART[c.kind]})"  # replaced: it counts in that part
                 _sum(rows, part).add(standing.pop(key).spend())
-            row = standing.get(key)
-            if row is None:
-                row = standing[key] = _Sum()
-            row.add(c.spend)
+            _sum(standing, key).add(c.spend)
         else:
             _sum(rows, f"{c.agent} ({_PART.get(c.kind or '', c.kind)})").add(c.spend)
     for (agent, _), row in standing.items():
@@ -200,8 +197,7 @@ class SpendMeter:
         self._lock = threading.Lock()
 
     def handle(self, event: Any) -> None:
-        if (getattr(event, "type", None) == "model_exchange" or type(event) is dict) and \
-                _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
+        if _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
             call = call_of(event)
             with self._lock:
                 self._calls.append(call)

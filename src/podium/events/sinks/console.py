@@ -4,6 +4,7 @@ never interpreted as markup (rich's markup is off, and every value goes in as `T
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -93,8 +94,6 @@ def plain_without_rich(stream: TextIO, color: bool | None) -> bool | None:
         return None  # rich's Jupyter and IDLE rules
     if color is False:
         return True  # force_terminal=False: not a terminal, no colour system
-    import os
-
     if os.environ.get("TTY_COMPATIBLE", "") in ("0", "1") or "FORCE_COLOR" in os.environ:
         return None
     isatty = getattr(stream, "isatty", None)
