@@ -475,7 +475,8 @@ ppid = os.getppid()
 with open(here / "counter.txt", "a", encoding="utf-8") as fh:
     fh.write(tag + "\\n")
 if sys.argv[3:] == ["hold"]:
-    (here / "ready").write_text(str(os.getpid()))
+    (here / "ready.tmp").write_text(str(os.getpid()))
+    os.replace(here / "ready.tmp", here / "ready")  # whole or absent: the test reads it at once
     for _ in range(6000):  # bounded: 30 s
         if (here / "go").exists():
             break
