@@ -16,12 +16,12 @@ import socket
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from podium.app.doctor_temporal import check_temporal_runs
 from podium.app.owners import liveness, owner_alive, owner_state, resume_hint
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.store.base import Lease, RunRecord, RunStore
@@ -42,7 +42,7 @@ WAL_LARGE = 256 * 2**20  # a write-ahead log this big is worth a word
 _EVERY = 1_000_000  # "all the runs" for list_runs
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """One thing doctor found: all right (ok), worth knowing (info), or wrong (problem), with
     how to fix it."""
@@ -69,7 +69,7 @@ def _problem(area: str, message: str, fix: str) -> Finding:
     return Finding("problem", area, message, fix)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DoctorRequest:
     """What to examine: the store file (default: PODIUM_STORE, else podium.db in the home),
     the home (default: PODIUM_HOME), the console port, the environment (default: os.environ)."""
@@ -387,7 +387,7 @@ def _printable(text: str, limit: int = 80) -> str:
 # --------------------------------------------------------------------------- providers
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeyVariables:
     """The variables that give a provider its credentials (any one is enough), the others it
     needs beside them, and how to set them."""

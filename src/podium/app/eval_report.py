@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from podium.app.eval_spec import Assertion, EvalSpec
 from podium.app.eval_stats import fisher_exact, mean_interval, percentile, permutation_test
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.store.base import RunRecord, RunStore
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 ALPHA = 0.05
 
 
-@dataclass
+@record
 class RunFacts:
     """One run of the eval, as the report uses it."""
 

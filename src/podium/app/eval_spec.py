@@ -11,11 +11,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from podium.errors import UsageError
+from podium.records import record
 
 MAX_DATASET_BYTES = 20 * 1024 * 1024
 MAX_ROWS = 10_000
@@ -24,7 +25,7 @@ SPEC_KEYS = ("workflow", "dataset", "variants", "repeat", "concurrency", "budget
              "copy_inputs")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Row:
     id: str
     inputs: dict[str, Any]
@@ -39,7 +40,7 @@ class Row:
         return self.responses
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Variant:
     name: str
     overrides: tuple[tuple[str, str, str], ...] = ()  # (agent or *, key, value)
@@ -47,7 +48,7 @@ class Variant:
     workflow: str | None = None  # @FILE
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assertion:
     kind: str  # outcome | steps_at_most | output | cost_at_most
     value: Any
@@ -58,7 +59,7 @@ class Assertion:
         return f"{self.kind.replace('_', ' ')} {self.value}"
 
 
-@dataclass
+@record
 class EvalSpec:
     workflow: Path
     dataset: Path

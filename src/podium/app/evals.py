@@ -21,12 +21,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.app.eval_spec import EvalSpec, Row, Variant, check_agents
 from podium.errors import UsageError
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.store.base import RunRecord, RunStore
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 FINAL = ("success", "failed", "error", "limit")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Task:
     variant: Variant
     row: Row
@@ -45,7 +46,7 @@ class Task:
         return (self.variant.name, self.row.id, self.repeat)
 
 
-@dataclass
+@record
 class EvalOutcome:
     eval_id: str
     started: int = 0

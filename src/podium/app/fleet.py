@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.app.family import family, open_gates_by_root
 from podium.app.owners import Liveness, held, liveness
 from podium.app.runs import Refused
+from podium.records import record
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ FILTERS: dict[str, tuple[str, ...]] = {
 FINISHED = FILTERS["finished"]  # the only runs prune removes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FleetRow:
     """One run in the fleet table."""
 
@@ -104,7 +105,7 @@ def fleet(store: RunStore, *, status: str = "all", search: str = "", limit: int 
     return out[:limit]
 
 
-@dataclass
+@record
 class PathStep:
     step: str
     step_type: str
@@ -114,7 +115,7 @@ class PathStep:
     elapsed: float | None
 
 
-@dataclass
+@record
 class FleetDetail:
     """One run: its row, the path it took (each step's output), its events, its open gates."""
 
@@ -163,7 +164,7 @@ def parse_age(text: str) -> float:
     return float(m.group(1)) * _UNIT[m.group(2)]
 
 
-@dataclass
+@record
 class Pruned:
     runs: list[FleetRow]  # the top-level runs removed (or that would be, with dry_run)
     removed: int  # runs removed from the store, sub-workflow runs included

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from podium.errors import UsageError
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.store.base import RunRecord, RunStore
@@ -35,7 +35,7 @@ def checked(text: str) -> str:
     return stripped
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Guided:
     run: RunRecord  # the top-level run that takes it in
     queued: int  # texts in its queue now

@@ -3,8 +3,9 @@ events/model.py), and their JSON form, which is the text the store committed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.app.owners import Liveness
@@ -46,7 +47,7 @@ def usage_of(store: RunStore, run_id: str,
     return usage_rows(run_spend(store, run_id, events))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunView:
     """One stored run as every surface reads it, built in one place (`run_view`) from its
     row, its committed events and its family: its status as people read it (app/owners.py

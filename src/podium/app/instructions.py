@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from podium.errors import UsageError
+from podium.records import record
 
 FILE_CONVENTIONS = ("AGENTS.md", ".github/copilot-instructions.md", "CLAUDE.md")
 DIRECTORY_CONVENTION = ".github/instructions"
@@ -31,7 +31,7 @@ _SEPARATORS = re.compile(r"[;,]")
 _WILDCARD = re.compile(r"[*?\[]")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Found:
     path: Path
     source: str  # the convention: AGENTS.md, ..., .github/instructions
@@ -156,7 +156,7 @@ def load(paths: list[Path]) -> str:
     return joined
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Instructions:
     workspace: str | None  # before the workflow's own instructions
     cli: str | None  # after them

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.language.model import WorkflowFile
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.engine.run import Engine, Hooks, RunConfig, RunResult
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from podium.telemetry import TelemetrySettings
 
 
-@dataclass
+@record
 class LaunchOptions:
     skip_gates: bool = False
     responses: Path | None = None

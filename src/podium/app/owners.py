@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 from podium.app.family import root_of
+from podium.records import record
 from podium.store.base import GateRecord, Lease, Leases, Owner, RunRecord, RunStore
 
 HEARTBEAT = 5.0  # seconds between an owner's heartbeats
@@ -99,7 +100,7 @@ def ancestors() -> set[int]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Liveness:
     """What a run is doing now, as people read it."""
 

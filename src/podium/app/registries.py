@@ -32,13 +32,13 @@ import subprocess
 import tarfile
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.app.home import podium_home
 from podium.errors import PodiumError
 from podium.language.pinned import STAMP
+from podium.records import record
 
 CONFIG_FILENAME = "registries.toml"
 TYPES = ("path", "git", "github")
@@ -59,20 +59,20 @@ class RegistryFetchError(PodiumError):
     exit_code = 3
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Registry:
     name: str
     type: str
     source: str
 
 
-@dataclass
+@record
 class Config:
     default: str | None
     registries: dict[str, Registry]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Resolved:
     """A registry reference resolved to a file on disk, and where it came from."""
 

@@ -3,7 +3,7 @@ fields, and how diagnostics are added."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from podium.language.model import (
     WaitStep,
     WorkflowStep,
 )
+from podium.records import record
 from podium.templating import RenderFailure, TemplateEngine
 
 WORKFLOW_ATTRS = ("input", "dir", "file", "name", "description")
@@ -38,7 +39,7 @@ SCRIPT_BUILTINS = ("exit_code", "stdout", "stderr")
 STEP_ATTRS = ("output", "outputs", "errors", "count")  # what `X.<attr>` reads of a step/group
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Declared:
     """One entry of a step's `input:` list, parsed."""
 
@@ -47,7 +48,7 @@ class Declared:
     optional: bool
 
 
-@dataclass
+@record
 class TemplateSite:
     """A template in the workflow: where it is, who owns it and which context renders it."""
 
@@ -60,7 +61,7 @@ class TemplateSite:
     file: str | None = None  # a partial the template includes: its file, as shown
 
 
-@dataclass
+@record
 class CheckerBase:
     """What every group of checks reads: the loaded workflow and its route graph."""
 

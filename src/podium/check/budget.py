@@ -14,7 +14,6 @@ cost forecast in check/forecast.py. Their public names are re-exported here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from podium.check.loops import Counter, Loop, Threshold, find_counter, find_thre
 from podium.check.reach import MAX_EXPANSIONS, Reach, _Analysis
 from podium.language.load import LoadResult
 from podium.language.model import END, HumanGateStep, TerminateStep, WorkflowStep
+from podium.records import record
 
 __all__ = [
     "DEFAULT_INPUT_TOKENS",
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-@dataclass
+@record
 class BudgetReport:
     max_iterations: int
     outcomes: list[Reach]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from podium.language.model import END, HumanGateStep, Route, TerminateStep, WorkflowFile
+from podium.records import record
 
 EdgeKind = Literal["when", "default", "option", "implicit"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edge:
     """One way to leave a node: a route (conditional or default), a gate option, or the
     implicit `$end` of a node without routes."""
@@ -25,7 +26,7 @@ class Edge:
     label: str | None = None
 
 
-@dataclass
+@record
 class RouteGraph:
     entry: str
     nodes: list[str]

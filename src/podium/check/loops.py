@@ -7,15 +7,14 @@ This is pure analysis of Jinja syntax trees; the path search that uses it is in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jinja2 import nodes
 
 from podium.language.model import Route, SetStep
+from podium.records import record
 from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Counter:
     """A set step that counts: value = (previous or start) + step."""
 
@@ -24,7 +23,7 @@ class Counter:
     increment: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Threshold:
     """A route condition `counter <op> limit` (op is one of >=, >, ==)."""
 
@@ -48,7 +47,7 @@ class Threshold:
         return False
 
 
-@dataclass
+@record
 class Loop:
     nodes: list[str]
     bound: str  # counter | gate | none

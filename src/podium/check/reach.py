@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.check.graph import RouteGraph
 from podium.check.loops import Counter, Loop, Threshold, find_counter, find_threshold, passes_until
 from podium.language.model import END, HumanGateStep, ParallelGroup, SetStep, WorkflowFile
+from podium.records import record
 from podium.templating import TemplateEngine
 
 MAX_EXPANSIONS = 300_000
 
 
-@dataclass
+@record
 class Reach:
     """Earliest and latest step number at which a node is reached."""
 

@@ -11,10 +11,9 @@ path checks use that to tell which steps must have run there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jinja2 import nodes
 
+from podium.records import record
 from podium.templating import TOO_DEEP, RenderFailure
 
 GUARD_FILTERS = frozenset({"default", "d"})
@@ -22,7 +21,7 @@ JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "names
                            "true", "false", "none", "True", "False", "None", "loop"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ref:
     """One read of a free name: its attribute chain, guard status and template line."""
 
@@ -52,7 +51,7 @@ class Ref:
         return ".".join(self.chain)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UsedName:
     """A filter or test used by a template (checked against the environment)."""
 

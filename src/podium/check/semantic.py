@@ -7,7 +7,6 @@ never mistaken for step names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from podium.check.base import Declared
@@ -30,9 +29,10 @@ from podium.language.model import (
     WorkflowStep,
 )
 from podium.language.source import display_path
+from podium.records import record
 
 
-@dataclass
+@record
 class Checker(PathChecks):
     """Runs every semantic check of one loaded workflow."""
 

@@ -11,12 +11,12 @@ No SDK is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from podium.language.diagnostics import KeyPath
 from podium.language.model import AgentStep, WorkflowFile
 from podium.providers.catalog import RUNTIME_CAPABILITIES, RUNTIME_TOOLS, canonical, info
+from podium.records import record
 
 WORKSPACE_WRITE_OR_RUN = ("write_file", "edit_file", "run_command")
 # each runtime's own tools that write files or run commands (providers/catalog.py's names)
@@ -27,7 +27,7 @@ RUNTIME_WRITE_OR_RUN: dict[str, tuple[str, ...]] = {
 HERE = "the current directory"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Access:
     """One agent that can write files or run commands."""
 

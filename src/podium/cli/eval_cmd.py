@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from podium import exitcodes
 from podium.errors import UsageError
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.app.eval_spec import EvalSpec
 
 
-@dataclass
+@record
 class EvalRequest:
     target: Path | None
     dataset: Path | None = None

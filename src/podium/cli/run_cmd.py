@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from podium.app.inputs import coerce_cli_value, parse_inputs, resolve_inputs
 from podium.app.workflows import load_valid
 from podium.errors import PodiumError
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.app.launch import LaunchOptions
@@ -20,7 +21,7 @@ __all__ = ["RunHooks", "RunRequest", "coerce_cli_value", "fail", "load_valid", "
            "report", "resolve_inputs", "run_command"]
 
 
-@dataclass
+@record
 class RunRequest:
     """Everything `podium run` was asked to do."""
 

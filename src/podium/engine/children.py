@@ -5,9 +5,9 @@ one implementation, over the run store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from podium.records import record
 from podium.store.base import GateBook, RunCatalog, RunLog
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from podium.store.base import RunRecord
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChildSlot:
     """Which child run: the parent's step, its execution, and the member slot in a group
     (`step[key]`, `step[index]`; the step's name outside one)."""
@@ -26,7 +26,7 @@ class ChildSlot:
     slot: str
 
 
-@dataclass
+@record
 class ChildRun:
     """A child run a step's execution started before."""
 

@@ -12,13 +12,13 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from podium import aio, jsontext
 from podium.errors import LimitExceeded, RunError, StepError
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
+from podium.records import record
 from podium.steps.base import StepCall, StepOutcome, Usage
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from podium.events.bus import EventBus
 
 
-@dataclass
+@record
 class _Done:
     key: str
     index: int
@@ -486,7 +486,7 @@ def run_for_each(engine: Engine, group: ForEachGroup, iteration: int) -> StepOut
     return StepOutcome(output, iterations=len(items), usage=usage, usage_rows=rows)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Member:
     """One member or item of a group, as an outside executor runs it on its own."""
 

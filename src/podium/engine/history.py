@@ -6,9 +6,10 @@ is engine logic and lives here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from podium.records import record
 from podium.steps.state import RunState, StepRecord
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def parked_dialog(events: Sequence[Stored], seq: int, step: str) -> dict[str, An
     return found
 
 
-@dataclass
+@record
 class Restart:
     """Where a stored run goes on, folded from its committed events: the state its last
     commit left (or the state before `before_seq`), the node it goes on at (None: its entry

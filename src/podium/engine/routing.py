@@ -10,16 +10,17 @@ over the flattened names of spec 4.2 (`exit_code == 0`, `verdict is None`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium import conditions
 from podium.errors import RouteError
 from podium.language.model import Route
+from podium.records import record
 from podium.templating import RenderFailure, TemplateEngine
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     """The winning route and what each condition tried before it evaluated to."""
 

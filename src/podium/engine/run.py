@@ -13,7 +13,7 @@ import secrets
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -54,6 +54,7 @@ from podium.language.model import (
     WorkflowFile,
 )
 from podium.providers.base import ProviderRegistry
+from podium.records import record
 from podium.steps.base import RunOptions, RunServices, StepCall, StepOutcome, Usage
 from podium.steps.budget import BudgetLedger, BudgetReport
 from podium.steps.state import ContextBuilder, RunState, StepRecord, WorkflowInfo
@@ -74,7 +75,7 @@ class StepObserver(Protocol):
                     evaluated: list[dict[str, Any]]) -> None: ...
 
 
-@dataclass
+@record
 class RunResult:
     run_id: str
     status: str  # success | failed | error | limit | interrupted | waiting
@@ -91,7 +92,7 @@ class RunResult:
     handoff: Next | HandOut | None = None  # status `handoff`: the run goes on elsewhere
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Next:
     """What `Engine.advance` gives back when the run goes on: the node it goes on at (the
     node was executed, committed and routed)."""
@@ -99,7 +100,7 @@ class Next:
     node: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HandOut:
     """The run's group hands its members not done yet (by label) to other workers (stepping
     fan_out "raise"); once they committed, the group is advanced again ("gather")."""
@@ -110,7 +111,7 @@ class HandOut:
     fail_fast: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ended:
     """The run ended at this node (or parked, or failed): how, as a RunResult."""
 
@@ -129,7 +130,7 @@ def file_hash(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Persistence:
     """Where the run is kept: its store (the committer of its steps), whether each completed
     step emits its `checkpoint` commit point, and how a gate nobody answers here parks."""
@@ -143,7 +144,7 @@ class Persistence:
     children: ChildRuns | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stepping:
     """A run advanced node by node by an outside executor (podium.temporal, which calls
     `Engine.run(start, once=True)`): hand a group's members out instead of running them
@@ -154,7 +155,7 @@ class Stepping:
     announce: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hooks:
     """What watches the loop (replay compares it with a recording): the observer of its
     decision points, the hooks a sub-workflow's child run gets (`child(step, iteration,
@@ -166,7 +167,7 @@ class Hooks:
     attach: Callable[[Engine], None] | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunConfig:
     """How one engine is wired, fixed when it is built (app/launch.py for a kept run,
     engine/subflow.py for a child): nothing sets an engine's attributes afterwards."""

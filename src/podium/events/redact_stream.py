@@ -12,15 +12,14 @@ run's end, so nothing held is lost: a tail that never became a secret goes out a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from podium.events.model import ModelDelta
 from podium.events.redact import Redactor
+from podium.records import record
 
 StreamKey = tuple[str | None, str, int]  # run id, step, iteration
 
 
-@dataclass
+@record
 class _Held:
     piece: ModelDelta  # the last piece of the stream (its kind, tool, run and step)
     text: str  # redacted text not delivered yet: a possible beginning of a secret

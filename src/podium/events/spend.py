@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from podium.records import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Spend:
     """Tokens and cost of some model calls; `unpriced` counts those with no known price
     (their tokens count, their cost cannot)."""
@@ -52,7 +54,7 @@ class Spend:
                 "priced": self.priced}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Call:
     """One recorded model call (a `model_exchange`): where it belongs and what it spent."""
 
@@ -123,7 +125,7 @@ def _agent_rows(calls: Iterable[Call]) -> dict[str, Spend]:
     return {k: row.spend() for k, row in rows.items()}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunSpend:
     """A run's spend, every view of it from the same calls."""
 

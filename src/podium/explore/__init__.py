@@ -9,14 +9,15 @@ follow from the data, and the properties given with `--require` (report.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.language.diagnostics import Diagnostic
 from podium.language.load import LoadResult
+from podium.records import record
 
 
-@dataclass
+@record
 class Exploration:
     """The result of exploring one workflow."""
 

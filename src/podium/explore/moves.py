@@ -9,7 +9,6 @@ failure as its `failure_mode` words it. A terminate step ends the run with its o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from podium.language.model import (
     WaitStep,
     WorkflowStep,
 )
+from podium.records import record
 from podium.steps.base import StepCall
 from podium.steps.set_step import execute_set
 from podium.steps.state import RunState
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 MAX_CHILD_DEPTH = 4
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Move:
     """One value a node produced: what is stored, and where it leads when not routed."""
 

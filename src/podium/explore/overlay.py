@@ -3,15 +3,16 @@ outcome's step range, for `podium graph --explore` and the console's run graph."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.language.load import LoadResult
+from podium.records import record
 
 CONSOLE_MAX_STATES = 20_000  # the console explores with this bound; past it, no overlay
 
 
-@dataclass
+@record
 class Overlay:
     """Edges as (source node, route or option index, kind) that no trajectory takes, and a
     step range per terminal node ("$end" for the end)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.check.graph import RouteGraph
@@ -14,6 +14,7 @@ from podium.explore.space import FAILED, MAX_ITER, NO_ROUTE, Edge, Explorer, Spa
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean, format_path
 from podium.language.load import LoadResult
 from podium.language.model import END, TerminateStep
+from podium.records import record
 
 SPECIAL = {END: "$end", MAX_ITER: "max_iterations exhausted", NO_ROUTE: "no matching route",
            FAILED: "a step failed"}
@@ -21,7 +22,7 @@ ALIASES = {"end": END, "$end": END, "max_iterations": MAX_ITER, "$max_iterations
            "no_route": NO_ROUTE, "$no_route": NO_ROUTE, "failed": FAILED, "$failed": FAILED}
 
 
-@dataclass
+@record
 class Outcome:
     name: str
     reachable: bool
@@ -39,7 +40,7 @@ class Outcome:
                 "unbounded": self.unbounded, "witness": self.witness, "detail": self.detail}
 
 
-@dataclass
+@record
 class Property:
     text: str
     holds: bool

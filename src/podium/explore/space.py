@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from podium.gates.base import GateAnswer, GateRequest
 from podium.language.load import LoadResult
 from podium.language.model import END, ForEachGroup, ParallelGroup, StepBase
 from podium.providers.base import ProviderRegistry
+from podium.records import record
 from podium.steps.base import RunOptions, RunServices
 from podium.steps.state import ContextBuilder, RunState, WorkflowInfo
 from podium.templating import TemplateEngine
@@ -38,7 +39,7 @@ class _NoAnswer:
         return None
 
 
-@dataclass
+@record
 class State:
     """One reachable situation: the node about to run and what the run has stored."""
 
@@ -52,7 +53,7 @@ class State:
     via: Move | None = None  # the value the parent's node produced to get here
 
 
-@dataclass
+@record
 class Edge:
     """From a state, one value of its node: to another state or to an outcome."""
 
@@ -64,7 +65,7 @@ class Edge:
     route: int | None = None  # the route (or gate option) taken
 
 
-@dataclass
+@record
 class Space:
     states: list[State]
     edges: dict[int, list[Edge]]

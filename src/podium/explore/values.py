@@ -16,7 +16,6 @@ import itertools
 import operator
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, nodes
@@ -24,6 +23,7 @@ from jinja2.exceptions import TemplateSyntaxError
 
 from podium import conditions
 from podium.language.model import InputDef, OutputField
+from podium.records import record
 
 MAX_PRODUCT = 512  # combinations of one step's field classes, past which explore samples
 
@@ -47,7 +47,7 @@ def _contains(container: Any, item: Any) -> bool:
         return False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Comparison:
     """`<field> <op> <literal>` as found in a routing text (the field side normalised left)."""
 
@@ -188,7 +188,7 @@ def _py_const(node: ast.AST) -> Any:
     return _NO
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Spec:
     """What is declared of one value: its JSON type, enum, and whether it may be null."""
 

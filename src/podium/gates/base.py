@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol
 
 from podium.errors import RunError
 from podium.language.model import GateOption
+from podium.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateRequest:
     """A decision a person must take: a human gate, granting more iterations, or a turn in an
     agent's dialog (its `prompt` is the agent's message)."""
@@ -25,7 +26,7 @@ class GateRequest:
     recent_steps: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateAnswer:
     value: str
     additional_input: dict[str, str] = field(default_factory=dict)

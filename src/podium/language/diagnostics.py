@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from podium.records import record
 
 Severity = Literal["error", "warning"]
 PathPart = str | int
@@ -50,7 +52,7 @@ def did_you_mean(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> s
     return f"did you mean '{match}'?" if match else None
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Diagnostic:
     """A located problem. Ordered by file, line, column, so sorting gives reading order."""
 

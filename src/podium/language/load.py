@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from podium.language.source import (
     SourceMap,
     load_document,
 )
+from podium.records import record
 
 _ROOT_KEYS = ("workflow", "agents", "parallel", "for_each", "output", "tools")
 
@@ -63,7 +64,7 @@ def _unknown_key_hint(container: KeyPath, key: str, candidates: list[str] | tupl
     return _MISPLACED.get((container, key)) or did_you_mean(key, candidates)
 
 
-@dataclass
+@record
 class LoadResult:
     """The outcome of loading: a model when the schema held, and every diagnostic found."""
 

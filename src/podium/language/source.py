@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,6 +33,7 @@ from podium.language.sourcefile import (
     display_path,
     read_text,
 )
+from podium.records import record
 
 __all__ = [
     "MAX_ALIAS_CHARS",
@@ -65,7 +66,7 @@ MAX_ENV_DEPTH = 10
 _ENV_RE = re.compile(r"\$(\$?)\{([^}:]+)(?::-([^}]*))?\}")
 
 
-@dataclass
+@record
 class _Budget:
     """What one load may still spend, shared by a file and everything it includes."""
 
@@ -74,7 +75,7 @@ class _Budget:
     alias_chars: int = 0  # text repeated by aliases
 
 
-@dataclass
+@record
 class _Frame:
     kind: str  # "map" or "seq"
     path: KeyPath
@@ -545,7 +546,7 @@ def expand_env(text: str, environ: Mapping[str, str]) -> str:
     return _ENV_RE.sub(repl, text) if "${" in text else text
 
 
-@dataclass
+@record
 class LoadedDocument:
     """A workflow file read into plain data, with its source map and text."""
 

@@ -9,15 +9,16 @@ from language/source.py, where the rest of podium imports them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from podium.language.diagnostics import Diagnostic, KeyPath, format_path
+from podium.records import record
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pos:
     """A 1-based position in a file."""
 
@@ -26,7 +27,7 @@ class Pos:
     col: int
 
 
-@dataclass
+@record
 class SourceMap:
     """Positions of keys and values by key path; lookups fall back to the nearest ancestor."""
 

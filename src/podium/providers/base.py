@@ -14,11 +14,12 @@ import importlib
 import importlib.util
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from podium.errors import RunError
 from podium.providers.catalog import Capabilities
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.events.model import Event, ModelCall
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentRequest:
     """Everything a provider needs for one agent execution."""
 
@@ -75,7 +76,7 @@ def call_key(step: str, call: str | None) -> str:
     return step if call is None else f"{step}.{call}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reply:
     """One answer of a model within a session."""
 
@@ -92,7 +93,7 @@ class Reply:
     calls: tuple[TokenUsage, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TokenUsage:
     """Tokens of one API call (a failed call's are paid for even so)."""
 

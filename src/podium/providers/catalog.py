@@ -5,12 +5,13 @@ model rules (which models reason, how Claude thinks). `validate` and the adapter
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from podium.records import record
 
 ALL_EFFORTS: tuple[str, ...] = ("low", "medium", "high", "xhigh", "max")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProviderInfo:
     """One provider name: its adapter ("module:factory"), or None when podium does not have
     its runtime yet, and what a workflow may ask of it."""
@@ -158,7 +159,7 @@ def effort_problem(provider: str, model: str | None, effort: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Capabilities:
     """What a provider can do; `validate` compares workflows against it."""
 

@@ -28,7 +28,7 @@ import importlib.util
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from podium.providers.runtime_common import (
 )
 from podium.providers.settings import ProviderSettings
 from podium.providers.stream_deltas import anthropic_delta, anthropic_usage
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.providers.runtime_common import SessionTable
@@ -67,7 +68,7 @@ def bundled_cli() -> Path | None:
     return Path(spec.origin).parent / "_bundled" / "claude"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClaudeAgentConfig:
     cli_path: str
     env: dict[str, str] = field(default_factory=dict, repr=False)  # added to the CLI's
@@ -160,7 +161,7 @@ class _Stream:
         anthropic_usage(msg.event, self.used)
 
 
-@dataclass
+@record
 class _Result:
     text: str
     usage: TokenUsage

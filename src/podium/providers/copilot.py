@@ -26,7 +26,7 @@ import contextlib
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
@@ -49,6 +49,7 @@ from podium.providers.runtime_common import (
 )
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
 from podium.providers.stream_deltas import copilot_delta
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.providers.runtime_common import SessionTable
@@ -58,7 +59,7 @@ START_SECONDS = 60.0
 MCP_SEP = "__"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CopilotConfig:
     """How to reach the runtime and the model endpoint (resolved once per run)."""
 
@@ -200,7 +201,7 @@ def tool_selection(names: tuple[str, ...] | None, servers: Mapping[str, Any]
     return list(dict.fromkeys(available)), wanted
 
 
-@dataclass
+@record
 class _Turn:
     """What one `send` collects from the session's events; `deltas` streams its output."""
 

@@ -21,7 +21,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from podium.providers.base import AgentRequest, ProviderError, Reply
@@ -29,12 +28,13 @@ from podium.providers.catalog import HERMES_CAPABILITIES, HERMES_TOOLS
 from podium.providers.loop import DeltaStream
 from podium.providers.runtime_common import clip, time_left
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
+from podium.records import record
 
 CAPABILITIES = HERMES_CAPABILITIES
 _COUNTERS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HermesConfig:
     base_url: str | None
     api_key: str | None

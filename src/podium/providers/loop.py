@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import partial
@@ -22,6 +22,7 @@ from podium import jsontext
 from podium.aio import blocking, drive
 from podium.providers.base import AgentRequest, ProviderError, Reply, TokenUsage
 from podium.providers.retry import status_is_retryable
+from podium.records import record
 from podium.tools.base import ToolResult
 
 DEFAULT_REQUEST_TIMEOUT = 600.0
@@ -30,14 +31,14 @@ DELTA_SECONDS = 0.1  # streamed text is emitted at most this often per step ...
 DELTA_CHARS = 2048  # ... unless this much is waiting
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolCall:
     id: str
     name: str
     arguments: Any  # a dict, or the JSON text the API gave
 
 
-@dataclass
+@record
 class Turn:
     """One model response, as the loop needs it."""
 

@@ -16,11 +16,11 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.providers.skills import SkillProblem
+from podium.records import record
 
 CATALOGS = (".claude-plugin/marketplace.json", ".github/plugin/marketplace.json")
 MANIFESTS = (".claude-plugin/plugin.json", ".github/plugin/plugin.json", "plugin.json")
@@ -28,7 +28,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _GITHUB = re.compile(r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Source:
     """One `plugin_sources` entry: a folder, or a git repository at a ref."""
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any
 
 from podium.language.model import ModelPricing
+from podium.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Price:
     """USD per million tokens, and where the figures come from."""
 
@@ -46,7 +47,7 @@ class Price:
         return (max(0, uncached) * self.input + output_tokens * self.output + extra) / 1_000_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TablePrice(Price):
     """A price from genai-prices. A request whose input reaches a long-context tier is priced
     by genai-prices' own calculation; below every tier the base rates are the price."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from podium.aio import asleep, drive
 from podium.language.model import RetryConfig
 from podium.providers.base import ProviderError, TokenUsage
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.clock import Clock
@@ -30,7 +30,7 @@ def status_is_retryable(status: int | None) -> bool:
     return status is not None and (status in RETRYABLE_STATUS or status >= 500)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RetryPolicy:
     max_attempts: int = 3
     base: float = 1.0

@@ -19,9 +19,10 @@ import sys
 import threading
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from podium.records import record
 
 if TYPE_CHECKING:
     import asyncio
@@ -49,7 +50,7 @@ def time_left(timeout: float | None, deadline: float | None) -> float:
 # --------------------------------------------------------------------------- finding the CLIs
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuntimeCli:
     provider: str
     label: str  # what a person calls it

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -66,6 +66,7 @@ from podium.errors import UsageError, WorkflowFileError
 from podium.gates.base import GateAnswer
 from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.catalog import Capabilities
+from podium.records import record
 
 
 class _Usage(BaseModel):
@@ -205,7 +206,7 @@ def load_responses(path: Path) -> ResponsesFile:
         raise UsageError(f"{pos.file}:{pos.line}:{pos.col}: {where}: {msg}") from None
 
 
-@dataclass
+@record
 class ScriptedProvider:
     """Serves scripted answers; `requests` records every request and message it received."""
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.language.model import ProviderConfig, RuntimeConfig
 from podium.providers.catalog import canonical
+from podium.records import record
 
 # The key sent to a custom endpoint when none is configured: local servers (Ollama, vLLM, LM
 # Studio) ignore it, and the SDK refuses to start without one.
 PLACEHOLDER_KEY = "podium-no-key"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProviderSettings:
     """Everything an adapter needs to build its client once per run."""
 

@@ -14,10 +14,10 @@ what a workflow vouches for.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from podium.providers.skills import SKILL_FILE, SkillProblem
+from podium.records import record
 
 PROJECT_DIRS = (".github/skills", ".claude/skills")
 PERSONAL_DIRS = (".copilot/skills", ".claude/skills")
@@ -25,7 +25,7 @@ ORDER = ("project", "personal")
 FRONT_LIMIT = 64 * 1024  # bytes of SKILL.md read for its front matter
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Discovered:
     skills: tuple[tuple[str, Path], ...]  # (name, folder) in effect, in scan order
     notes: tuple[str, ...]  # what a person should know: empty sources, skipped skills

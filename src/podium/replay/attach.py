@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import RunError
@@ -27,6 +27,7 @@ from podium.gates.base import GateAnswer, GateAnswerer, GateRequest
 from podium.language.model import ScriptStep
 from podium.providers.base import AgentRequest, ProviderRegistry, Reply, Session
 from podium.providers.catalog import Capabilities
+from podium.records import record
 from podium.replay.recording import Recording
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.state import StepRecord
@@ -47,7 +48,7 @@ class Divergence(RunError):
         self.index = index
 
 
-@dataclass
+@record
 class ReplayControl:
     """Shared switch: replaying (recorded answers) until `live_from` is reached."""
 

@@ -9,11 +9,12 @@ routes, and the final status and output. Sub-workflow runs have recordings of th
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.events.spend import RunSpend, fold_spend
 from podium.providers.base import call_key
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.store.base import RunStore
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 Key = tuple[str, int]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TrajectoryStep:
     step: str
     step_type: str
@@ -32,7 +33,7 @@ class TrajectoryStep:
     evaluated: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass
+@record
 class Recording:
     run_id: str
     workflow: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from podium.providers.base import (
 )
 from podium.providers.pricing import cost_usd, find_price
 from podium.providers.retry import PolicyRetrier, RetryPolicy
+from podium.records import record
 from podium.steps.base import RunServices, StepCall, StepOutcome, Usage
 from podium.steps.budget import Reservation, worst_case
 from podium.steps.schema import (
@@ -246,7 +247,7 @@ def reserve(call: StepCall, req: AgentRequest, sent: list[str | None]) -> Reserv
     return run.budget.reserve(worst, step=req.step, iteration=req.iteration)
 
 
-@dataclass
+@record
 class _Plan:
     """One execution, ready to talk to the model."""
 

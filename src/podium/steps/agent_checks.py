@@ -12,7 +12,7 @@ replaced; the row `<step>` is the execution whose output stands.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,6 +21,7 @@ from podium.events.model import ModelCall, PromptRendered
 from podium.language.model import AgentStep
 from podium.providers.base import AgentRequest, ProviderError, Reply
 from podium.providers.retry import PolicyRetrier, RetryPolicy
+from podium.records import record
 from podium.steps.agent import (
     DEFAULT_AGENT_ITERATIONS,
     _execute,
@@ -139,7 +140,7 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - len(marker))] + marker
 
 
-@dataclass
+@record
 class AgentRun:
     """One execution of an agent and what its checks may ask of the model."""
 

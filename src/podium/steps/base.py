@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from podium.errors import LimitExceeded, TemplateError
 from podium.language.model import StepBase, WorkflowFile
+from podium.records import record
 from podium.steps.budget import BudgetLedger
 from podium.steps.state import ContextBuilder, RunState
 from podium.templating import Deadline, RenderFailure, TemplateEngine
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from podium.providers.base import ProviderRegistry
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Usage:
     """Tokens a step spent and what they cost (None = unpriced)."""
 
@@ -46,14 +47,14 @@ class Usage:
                      self.priced and other.priced)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Termination:
     status: str  # success | failed
     reason: str
     output: dict[str, Any] | None  # output_template result, when declared
 
 
-@dataclass
+@record
 class StepOutcome:
     """The result of one execution: the output to store and, for gates and terminate steps,
     where to go instead of evaluating routes."""
@@ -71,7 +72,7 @@ class StepOutcome:
     usage_rows: dict[str, Usage] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class RunOptions:
     skip_gates: bool = False
     interactive: bool = False
@@ -119,7 +120,7 @@ class MemberLocal:
         _MEMBER.set((self, self._get()[0], value))
 
 
-@dataclass
+@record
 class RunServices:
     """The engine's services for executors: templates, contexts, events, time, providers."""
 
@@ -218,7 +219,7 @@ class RunServices:
         return self.deadline - self.clock.monotonic()
 
 
-@dataclass
+@record
 class StepCall:
     step: StepBase
     iteration: int

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import math
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import LimitExceeded
 from podium.events.model import LimitReached
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.events.bus import EventBus
@@ -34,7 +34,7 @@ CHARS_PER_TOKEN = 4  # a rough estimate of a prompt's tokens, on the safe side f
 _EPSILON = 1e-12  # float sums that land exactly on the budget do not pass it
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WorstCase:
     """What one model call may cost at most; `usd` is None for an unpriced model."""
 
@@ -64,7 +64,7 @@ def worst_case(label: str, model: str | None, *, provider: str | None,
     return WorstCase(label, model, tokens_in, tokens_out, usd)
 
 
-@dataclass
+@record
 class Reservation:
     """One call's hold on the budget, until it is settled."""
 
@@ -73,7 +73,7 @@ class Reservation:
     settled: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BudgetReport:
     """Where a run stands against its budget (None when it has none)."""
 

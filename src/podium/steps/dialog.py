@@ -14,7 +14,6 @@ model again. A failed evaluation, reply or re-execution keeps the output (Conduc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from podium.events.model import (
@@ -26,6 +25,7 @@ from podium.events.model import (
 )
 from podium.gates.base import GateAnswer, GateRequest, GateUnanswerable
 from podium.language.model import GateOption
+from podium.records import record
 from podium.steps.agent_checks import RECOVERABLE, json_text, reply_object, spent_of, truncate
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def interpret(answer: GateAnswer, opening: bool) -> tuple[Choice, str]:
     return "discuss", text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evaluation:
     trigger: bool
     reason: str = ""

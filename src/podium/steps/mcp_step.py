@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
@@ -26,6 +26,7 @@ from podium.errors import LimitExceeded, OutputContractError, StepError, Templat
 from podium.events.model import McpCalled
 from podium.language.diagnostics import did_you_mean
 from podium.language.model import McpServerConfig, McpStep
+from podium.records import record
 from podium.steps.base import StepCall, StepOutcome
 from podium.steps.schema import SchemaViolation, check_value
 from podium.templating import RenderFailure
@@ -86,7 +87,7 @@ class McpCallError(Exception):
         self.bounded_by_run = bounded_by_run
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolCall:
     """One tool call on one server."""
 
@@ -100,7 +101,7 @@ class ToolCall:
     run_remaining: float | None = None  # seconds the run has left, when it has a timeout
 
 
-@dataclass
+@record
 class ToolReply:
     is_error: bool
     structured: Any

@@ -9,16 +9,17 @@ through their RunServices, which is why it lives here, below the engine.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.errors import StepError
 from podium.language.model import json_kind
+from podium.records import record
 
 SUMMARY_KEY = "_context_summary"  # where `trim_strategy: summarize` keeps older outputs
 
 
-@dataclass
+@record
 class StepRecord:
     """One execution of a step, kept in the run's history."""
 
@@ -31,7 +32,7 @@ class StepRecord:
     elapsed: float = 0.0
 
 
-@dataclass
+@record
 class RunState:
     """Everything a run has produced so far; serialisable for checkpoints."""
 
@@ -80,7 +81,7 @@ class RunState:
         return state
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WorkflowInfo:
     """What templates see as `workflow.*`."""
 
@@ -187,7 +188,7 @@ class ContextBuilder:
         _copy_path(holder["output"], value, path, ref)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Ref:
     """One `input:` declaration being projected: its text, optionality, owner and target."""
 

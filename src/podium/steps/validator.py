@@ -12,11 +12,12 @@ else fails the step with an error that names the issues.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import StepError
 from podium.events.model import ValidationFailed, ValidatorFinished, ValidatorStarted, Warning_
+from podium.records import record
 from podium.steps.agent_checks import RECOVERABLE, json_text, reply_object, spent_of, truncate
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _verdict_schema() -> dict[str, Any]:
                                                  items=OutputField(type="string"))})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     passed: bool
     issues: list[str] = field(default_factory=list)

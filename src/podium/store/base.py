@@ -9,13 +9,14 @@ StoreError and stops the run; the store is never a best-effort sink.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
 from podium.errors import PodiumError
 from podium.events.model import Event
 from podium.events.redact import Redactor
+from podium.records import record
 
 
 class StoreError(PodiumError):
@@ -29,7 +30,7 @@ class RunNotFound(PodiumError):
     exit_code = 2
 
 
-@dataclass
+@record
 class RunRecord:
     """One run as the store keeps it."""
 
@@ -64,7 +65,7 @@ class RunRecord:
         return dict(self.__dict__)
 
 
-@dataclass
+@record
 class Checkpoint:
     """Where a run stands after its last committed step: the events up to `seq` hold its
     state (resume folds them), `next_step` is where it goes on."""
@@ -76,7 +77,7 @@ class Checkpoint:
     created_at: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Owner:
     """A process that advances runs: its pid with the kernel's start time of that pid (a pid
     alone may be reused), the host it runs on, and what it was asked to do."""
@@ -87,7 +88,7 @@ class Owner:
     command: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Lease:
     """Which process advances a run, and when it last said it was alive."""
 
@@ -118,7 +119,7 @@ class RunOwned(PodiumError):
 Liveness = Callable[[Lease], bool]
 
 
-@dataclass
+@record
 class GateRecord:
     id: int
     run_id: str

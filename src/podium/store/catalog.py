@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.events.model import Event
+from podium.records import record
 from podium.store import files
 from podium.store.base import GateRecord, Lease, RunNotFound, RunRecord, StoreError
 from podium.store.pgconn import PgReader
@@ -29,7 +29,7 @@ _JSON = ("inputs", "output", "options")
 _MAX_IDS = 500  # ids per `IN (...)` list
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunQuery:
     """Which runs a list shows: top-level only unless `children`; `statuses` (stored), or
     those or `or_ids` (runs held by an open gate); `workflow` by name; `search` any part of

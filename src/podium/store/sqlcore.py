@@ -15,12 +15,13 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.events.model import Checkpointed, Event, event_json
 from podium.events.redact import Redactor
 from podium.language.model import END
+from podium.records import record
 from podium.store.base import (
     Checkpoint,
     GateRecord,
@@ -75,7 +76,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-@dataclass
+@record
 class _Pending:
     """What one run wrote that waits for its commit point (a checkpoint, or its end)."""
 
@@ -125,7 +126,7 @@ def _owned(run_id: str, held: Lease) -> RunOwned:
                     f"podium stop {run_id}", held)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dialect:
     """The statements both stores run, in one backend's dialect (written with `?` here)."""
 

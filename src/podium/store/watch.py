@@ -13,8 +13,9 @@ start, never by cutting it, unless asked to with `journal_size_limit`, which pod
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from podium.records import record
 
 
 def _stat(path: str) -> os.stat_result | None:
@@ -24,7 +25,7 @@ def _stat(path: str) -> os.stat_result | None:
         return None
 
 
-@dataclass
+@record
 class FileWatch:
     """The identity of a store file and of its write-ahead log, as this process opened them."""
 

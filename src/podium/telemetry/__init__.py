@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.language.model import WorkflowFile
@@ -23,7 +24,7 @@ CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 TRACE_URL_VARIABLE = "PODIUM_TRACE_URL"  # a link template for the console: …{trace_id}…
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TelemetrySettings:
     exporter: str  # "otlp" or "console"
     endpoint: str  # the OTLP/HTTP traces URL (for "otlp")

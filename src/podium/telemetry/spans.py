@@ -16,7 +16,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from opentelemetry import trace
@@ -38,6 +38,7 @@ from opentelemetry.trace import (
 )
 
 from podium.events import model as ev
+from podium.records import record
 from podium.telemetry import TelemetrySettings
 
 # podium's provider names → gen_ai.provider.name
@@ -68,7 +69,7 @@ def _clean(attrs: Attrs) -> Attrs:
     return {k: v for k, v in attrs.items() if v is not None}
 
 
-@dataclass
+@record
 class _Run:
     span: Span
     workflow: str

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from jinja2.runtime import Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
 from podium import jsontext
+from podium.records import record
 from podium.templating.budget import (
     MAX_INT_BITS,
     MAX_RENDER_BUILT,
@@ -56,7 +56,7 @@ def make_environment() -> SandboxedEnvironment:
                               keep_trailing_newline=True, finalize=finalize)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Compiled:
     """A compiled template or expression with its source text."""
 

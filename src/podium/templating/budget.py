@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import ItemsView, KeysView, ValuesView
-from dataclasses import dataclass
 from typing import Any
 
 from jinja2.utils import Namespace
+
+from podium.records import record
 
 MAX_RENDER_CHARS = 2_000_000  # the text a template renders to
 MAX_VALUE_SIZE = 10_000_000  # one value a template builds (characters, or a container's size)
@@ -48,7 +49,7 @@ class RenderFailure(Exception):
         self.limit = limit
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Deadline:
     """A time bound a caller puts on a render, in seconds from its start; `what` names it in
     the error ("the step's timeout of 30s") and `limit` is the RenderFailure.limit it gives."""

@@ -16,11 +16,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
 
+from podium.records import record
 from podium.temporal.workflow import ADVANCE, END, MEMBER, PARK
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def advance_one(run_id: str, mode: str, cancel: threading.Event,
         store.close()
 
 
-@dataclass
+@record
 class _Kept:
     """A run's engine kept on this worker for its group's members (one per checkpoint)."""
 

@@ -8,8 +8,10 @@ import asyncio
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.app.launch import LaunchOptions
@@ -19,14 +21,14 @@ if TYPE_CHECKING:
 POLL = 0.05  # seconds between reads of the store while following
 
 
-@dataclass
+@record
 class Where:
     address: str
     task_queue: str = "podium"
     namespace: str = "default"
 
 
-@dataclass
+@record
 class Outcome:
     """A run's end read back from its events, shaped as cli/summary.py reads a RunResult."""
 

@@ -10,16 +10,16 @@ import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import timedelta
 
 from podium.app.remote import connect
+from podium.records import record
 from podium.temporal.workflow import members_queue
 
 GRACE = 30.0  # seconds a stopping worker gives its steps in flight to finish
 
 
-@dataclass
+@record
 class WorkerRequest:
     address: str
     namespace: str = "default"

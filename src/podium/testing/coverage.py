@@ -9,14 +9,15 @@ end the run) have nothing to cover.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.events.model import RouteTaken
 from podium.language.model import HumanGateStep, Route, WorkflowFile
+from podium.records import record
 
 
-@dataclass
+@record
 class CoverageItem:
     """One route or gate option, and the tests that took it."""
 
@@ -57,14 +58,14 @@ class CoverageItem:
         return out
 
 
-@dataclass
+@record
 class StepCoverage:
     step: str
     type: str
     items: list[CoverageItem]
 
 
-@dataclass
+@record
 class WorkflowCoverage:
     """Coverage of one workflow over every test that ran it."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from podium.clock import FakeClock
@@ -24,12 +24,13 @@ from podium.gates.base import GateUnanswerable, ScriptedAnswerer
 from podium.language.model import HumanGateStep, ScriptStep
 from podium.providers.base import ProviderError, ProviderRegistry
 from podium.providers.scripted import ScriptedProvider
+from podium.records import record
 from podium.steps.base import RunOptions, StepCall, StepOutcome
 from podium.steps.script import execute_script, script_outcome
 from podium.testing.model import LoadedTest, ScriptStub
 
 
-@dataclass
+@record
 class Failure:
     """One reason a test failed; `expected`/`actual` hold the values compared, if any."""
 
@@ -50,7 +51,7 @@ class Failure:
         return out
 
 
-@dataclass
+@record
 class TestRun:
     """What one test did and whether it met its expectations."""
 

@@ -9,7 +9,7 @@ declare) becomes a Diagnostic at file:line:col, and all of them are collected be
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -27,6 +27,7 @@ from podium.language.source import (
     load_document,
 )
 from podium.providers.scripted import Entry, ResponsesFile, _GateEntry
+from podium.records import record
 from podium.replay.recording import Recording
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
@@ -114,7 +115,7 @@ class WorkflowTestFile(_Strict):
     tests: list[dict[str, Any]] = Field(min_length=1)
 
 
-@dataclass
+@record
 class LoadedWorkflow:
     """A workflow under test, loaded once however many tests use it."""
 
@@ -123,7 +124,7 @@ class LoadedWorkflow:
     model: WorkflowFile
 
 
-@dataclass
+@record
 class LoadedTest:
     """A test ready to run: its workflow resolved and its inputs checked and defaulted."""
 
@@ -141,14 +142,14 @@ class LoadedTest:
         return self.case.name
 
 
-@dataclass
+@record
 class LoadedTestFile:
     path: Path
     shown: str
     tests: list[LoadedTest] = field(default_factory=list)
 
 
-@dataclass
+@record
 class LoadReport:
     """Everything read from the test files, and every problem found in them."""
 

@@ -12,23 +12,23 @@ import secrets
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from podium import jsontext
+from podium.records import record
 
 DEFAULT_MAX_CHARS = 50_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]  # JSON Schema of an object
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResult:
     text: str
     is_error: bool = False
@@ -61,7 +61,7 @@ FILE_HINT = ("The full output was saved to a file; read it in parts with your fi
              "(read_file with offset and limit) if you need more.")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OutputLimit:
     """`runtime.tool_output` for one toolbox: results longer than `max_chars` are cut (unless
     not `enabled`), and written whole into `spill_dir` first when it is set."""

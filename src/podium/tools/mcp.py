@@ -19,11 +19,12 @@ import re
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from podium.language.model import McpServerConfig
+from podium.records import record
 from podium.tools.base import ToolError, ToolResult, ToolSpec
 
 CONNECT_TIMEOUT = 30.0
@@ -64,7 +65,7 @@ def _result_text(result: Any) -> str:
     return "\n".join(parts)
 
 
-@dataclass
+@record
 class McpTool:
     """One tool of a connected server, as the model sees it."""
 
@@ -82,7 +83,7 @@ class McpTool:
         return ToolResult(_result_text(result), bool(getattr(result, "is_error", False)))
 
 
-@dataclass
+@record
 class _Connection:
     hub: McpHub
     name: str

@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from podium.records import record
 
 RUN_ID_VARIABLE = "PODIUM_RUN_ID"  # in every command's environment: the run it belongs to
 DRAIN_SECONDS = 2.0  # how long pipes may stay open once their group was killed
@@ -158,7 +160,7 @@ def reaper_pid() -> int | None:
     return _reaper.pid()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Command:
     """A command to run as the leader of its own process group."""
 
@@ -181,7 +183,7 @@ class Command:
 TAIL_BYTES = 1024  # the end of a stream kept beside its first `cap` bytes
 
 
-@dataclass
+@record
 class Captured:
     """What a command wrote to one stream: its first `cap` bytes, how many were dropped, and
     (once some were) the last TAIL_BYTES it wrote."""
@@ -206,7 +208,7 @@ class Captured:
         return self.data.decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finished:
     returncode: int  # the leader's exit status; -N when signal N ended it
     timed_out: bool

@@ -18,11 +18,11 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.events.redact import KEY_VARIABLES
+from podium.records import record
 from podium.tools import processes
 from podium.tools.base import ToolError, ToolResult, ToolSpec
 from podium.tools.processes import Captured, Command
@@ -88,7 +88,7 @@ def _arg(args: dict[str, Any], name: str, kind: type | tuple[type, ...],
     return value
 
 
-@dataclass
+@record
 class WorkspaceTool:
     """One workspace tool bound to a working directory."""
 

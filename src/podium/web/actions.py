@@ -11,13 +11,13 @@ $PODIUM_HOME/logs/RUN.log); a live run
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from podium.app.runs import Refused, stop_run
 from podium.app.spawn import answer_and_resume, resume_detached
 from podium.errors import PodiumError
+from podium.records import record
 from podium.store.base import RunNotFound, RunStore
 from podium.web.queries import Reader
 
@@ -32,7 +32,7 @@ class ActionError(Exception):
         self.status = status
 
 
-@dataclass
+@record
 class Actions:
     store: RunStore
     reader: Reader

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from podium import __version__, jsontext
 from podium.errors import PodiumError
+from podium.records import record
 from podium.store.base import RunStore
 from podium.web.actions import ActionError, Actions
 from podium.web.layout import graph_of_events, graph_of_workflow, layout
@@ -44,7 +45,7 @@ from podium.web.sse import ChangeFeed, run_stream, runs_stream
 _NO_STORE = {"cache-control": "no-store"}
 
 
-@dataclass
+@record
 class Console:
     """Everything the handlers share."""
 

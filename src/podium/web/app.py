@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib import resources
 
 from starlette.applications import Starlette
@@ -18,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from podium.records import record
 from podium.web import api
 from podium.web.api import Console
 from podium.web.security import Guard, GuardConfig
@@ -39,7 +39,7 @@ STATIC_FILES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticFile:
     body: bytes
     content_type: str

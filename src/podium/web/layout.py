@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from podium.check.graph import RouteGraph
@@ -26,6 +26,7 @@ from podium.language.model import (
     WorkflowFile,
     WorkflowStep,
 )
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.events.model import Event
@@ -47,7 +48,7 @@ LABEL_MAX_W = 220.0
 LABEL_H = 18.0
 
 
-@dataclass
+@record
 class GNode:
     id: str
     label: str
@@ -66,7 +67,7 @@ class GNode:
                 "w": self.w, "h": self.h, "detail": self.detail}
 
 
-@dataclass
+@record
 class GEdge:
     src: str
     dst: str

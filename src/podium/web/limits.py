@@ -24,11 +24,12 @@ import asyncio
 import contextlib
 import os
 import resource
-from dataclasses import dataclass
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from podium.records import record
 
 BACKLOG = 64  # connections waiting in the kernel to be accepted (uvicorn's default is 2,048)
 KEEP_ALIVE = 5  # seconds an idle connection is kept between requests
@@ -36,7 +37,7 @@ _RESERVED = 128  # descriptors kept for the store, the reader, the streams, logs
 _MOST = 512  # connections a console needs at most (a few pages, each with one stream)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     max_connections: int
     request_timeout: float

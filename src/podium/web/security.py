@@ -30,13 +30,15 @@ import ipaddress
 import os
 import secrets
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from podium.records import record
 
 TOKEN_FILE = "console.token"
 
@@ -125,7 +127,7 @@ def token_matches(expected: str, header: str | None) -> bool:
 # ----------------------------------------------------------------------------- the guard
 
 
-@dataclass
+@record
 class GuardConfig:
     token: str
     bind_host: str

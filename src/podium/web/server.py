@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import webbrowser
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import uvicorn
 
 from podium import exitcodes
+from podium.records import record
 from podium.web.api import Console
 from podium.web.app import create_app
 from podium.web.limits import BACKLOG, KEEP_ALIVE, limits, protocol
@@ -58,7 +59,7 @@ class _Server(uvicorn.Server):
         await super().startup(sockets=sockets)
 
 
-@dataclass
+@record
 class ConsoleServer:
     home: Path
     host: str = "127.0.0.1"

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from podium.events.model import (
@@ -35,6 +35,7 @@ from podium.events.model import (
     StepFinished,
 )
 from podium.events.redact import Redactor
+from podium.records import record
 
 INTERVAL = 0.2  # seconds between two writes of one live row
 TEXT_CAP = 16_384  # characters of text (and of reasoning) a live row keeps: the tail
@@ -57,7 +58,7 @@ def live_key(step: str, iteration: int) -> str:
     return f"{step}#{iteration}"
 
 
-@dataclass
+@record
 class _Fold:
     """What one step iteration streamed so far."""
 

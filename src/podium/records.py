@@ -1,0 +1,109 @@
+"""`record`: the standard library's dataclass, built for a fast start.
+
+`@dataclass` compiles every method it writes with `exec`: `__init__`, `__repr__` and `__eq__`,
+and for a frozen class `__hash__`, `__setattr__` and `__delattr__` too. That is 0.4 ms for a
+plain class and 0.8 ms for a frozen one on the 2-CPU machine, and a cold `podium run` defines
+about 75 of them before it does anything (docs/decisions/0010-cold-start.md).
+
+`record` takes the same arguments and returns the same dataclass: `fields()`, `replace()`,
+`asdict()`, pattern matching, pickling and mypy (through `dataclass_transform`) see no
+difference. Only `__init__` (and a frozen class's `__setattr__`/`__delattr__`) is still
+compiled; `__eq__`, `__hash__` and `__repr__` are shared functions that read the fields
+through an `operator.attrgetter` made once per class, and behave as the generated ones do:
+the same fields compared, hashed and shown, `NotImplemented` for another class, a recursive
+repr shown as `...`, a method the class writes itself kept, and a class with `__eq__` but no
+frozen `__hash__` unhashable. `order=True` (whose four comparisons are not worth sharing for
+the one class that asks) goes to `dataclass` as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import reprlib
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, TypeVar, dataclass_transform, overload
+
+T = TypeVar("T", bound=type)
+
+
+@overload
+def record(cls: T, /) -> T: ...
+
+
+@overload
+def record(*, frozen: bool = False, eq: bool = True, repr: bool = True,
+           order: bool = False, kw_only: bool = False, slots: bool = False) -> Callable[[T], T]: ...
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def record(cls: Any = None, /, *, frozen: bool = False, eq: bool = True, repr: bool = True,
+           order: bool = False, kw_only: bool = False, slots: bool = False) -> Any:
+    """`@record` or `@record(frozen=True, ...)`: see the module's docstring."""
+
+    def wrap(c: Any) -> Any:
+        if order:
+            return dataclasses.dataclass(c, frozen=frozen, eq=eq, repr=repr, order=True,
+                                         kw_only=kw_only, slots=slots)
+        # what dataclass decides about __hash__ from the class body, before it is changed
+        own = c.__dict__
+        explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+        c = dataclasses.dataclass(c, frozen=frozen, eq=False, repr=False, kw_only=kw_only,
+                                  slots=slots)
+        _share_methods(c, frozen=frozen, eq=eq, repr=repr, explicit_hash=explicit_hash)
+        return c
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _getter(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function from an instance to the tuple of these fields' values."""
+    if not names:
+        return lambda self: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda self: (one(self),)
+    return attrgetter(*names)  # a tuple for two names or more
+
+
+def _put(cls: Any, name: str, fn: Callable[..., Any]) -> None:
+    fn.__qualname__ = f"{cls.__qualname__}.{name}"
+    setattr(cls, name, fn)
+
+
+def _share_methods(cls: Any, *, frozen: bool, eq: bool, repr: bool,
+                   explicit_hash: bool) -> None:
+    fields = dataclasses.fields(cls)
+    own = cls.__dict__
+    if repr and "__repr__" not in own:
+        shown = [f.name for f in fields if f.repr]
+
+        @reprlib.recursive_repr()
+        def __repr__(self: Any) -> str:
+            inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
+            return f"{self.__class__.__qualname__}({inner})"
+
+        _put(cls, "__repr__", __repr__)
+    if not eq:
+        return
+    if "__eq__" not in own:
+        compared = _getter([f.name for f in fields if f.compare])
+
+        def __eq__(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return compared(self) == compared(other)
+            return NotImplemented
+
+        _put(cls, "__eq__", __eq__)
+    if explicit_hash:
+        return
+    if frozen:
+        hashed = _getter([f.name for f in fields
+                          if (f.compare if f.hash is None else f.hash)])
+
+        def __hash__(self: Any) -> int:
+            return hash(hashed(self))
+
+        _put(cls, "__hash__", __hash__)
+    else:
+        cls.__hash__ = None  # eq without frozen: unhashable, as dataclass makes it

@@ -1,0 +1,144 @@
+"""podium.records.record behaves as dataclasses.dataclass: each case builds the same class body
+both ways and compares what users of the class can see."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from dataclasses import FrozenInstanceError, field
+from typing import Any
+
+import pytest
+
+from podium.records import record
+
+
+def both(body: dict[str, Any], annotations: dict[str, Any], **options: Any) -> tuple[type, type]:
+    """The same class made by dataclass and by record."""
+    made = []
+    for deco in (dataclasses.dataclass, record):
+        ns = {"__annotations__": dict(annotations), "__module__": __name__,
+              "__qualname__": "Shape", **{k: copy.copy(v) for k, v in body.items()}}
+        cls = type("Shape", (), ns)
+        made.append(deco(**options)(cls) if options else deco(cls))
+    return made[0], made[1]
+
+
+PLAIN = ({"b": "x", "c": field(default_factory=list)}, {"a": int, "b": str, "c": list})
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_eq_repr_and_hash_match_dataclass(frozen: bool) -> None:
+    std, rec = both(*PLAIN, frozen=frozen)
+    s1, s2, s3 = std(1), std(1), std(2, "y", [3])
+    r1, r2, r3 = rec(1), rec(1), rec(2, "y", [3])
+    assert (r1 == r2, r1 == r3, r1 != r3) == (s1 == s2, s1 == s3, s1 != s3) == (True, False, True)
+    assert repr(r3) == repr(s3) == "Shape(a=2, b='y', c=[3])"
+    assert (r1 == (1, "x", [])) is (s1 == (1, "x", [])) is False  # another class: not equal
+    assert r1.__eq__(object()) is NotImplemented
+    if frozen:
+        std_h, rec_h = both({"b": "x"}, {"a": int, "b": str}, frozen=True)
+        assert hash(rec_h(1)) == hash(std_h(1)) == hash((1, "x"))
+        assert len({rec_h(1), rec_h(1), rec_h(2)}) == 2
+        with pytest.raises(FrozenInstanceError):
+            r1.a = 5  # type: ignore[misc]
+        with pytest.raises(FrozenInstanceError):
+            del r1.a
+    else:
+        assert rec.__hash__ is None
+        assert std.__hash__ is None
+        with pytest.raises(TypeError):
+            hash(r1)
+
+
+def test_field_options_decide_what_is_compared_hashed_and_shown() -> None:
+    body = {"b": field(default=0, compare=False), "c": field(default=0, repr=False),
+            "d": field(default=0, hash=False)}
+    std, rec = both(body, {"a": int, "b": int, "c": int, "d": int}, frozen=True)
+    for cls in (std, rec):
+        assert cls(1, b=1) == cls(1, b=2)  # b is not compared
+        assert cls(1, c=1) != cls(1, c=2)
+        assert hash(cls(1, d=1)) == hash(cls(1, d=2))  # d is compared but not hashed
+        assert repr(cls(1, c=9)) == "Shape(a=1, b=0, d=0)"
+    assert hash(rec(1, 2, 3, 4)) == hash(std(1, 2, 3, 4))
+
+
+def test_what_the_class_writes_itself_is_kept() -> None:
+    def own_eq(self: Any, other: Any) -> bool:
+        return True
+
+    def own_repr(self: Any) -> str:
+        return "mine"
+
+    def own_hash(self: Any) -> int:
+        return 7
+
+    # an own __eq__ and no __hash__: a frozen dataclass still hashes its fields
+    std, rec = both({"__eq__": own_eq, "__hash__": None}, {"a": int}, frozen=True)
+    assert rec(1) == rec(2)
+    assert std(1) == std(2)
+    assert hash(rec(3)) == hash(std(3)) == hash((3,))
+    std, rec = both({"__repr__": own_repr, "__hash__": own_hash}, {"a": int})
+    assert repr(rec(1)) == repr(std(1)) == "mine"
+    assert hash(rec(1)) == hash(std(1)) == 7  # an explicit __hash__ survives eq=True
+    std, rec = both({}, {"a": int}, eq=False, repr=False)
+    assert rec(1) != rec(1)
+    assert std(1) != std(1)
+    assert repr(rec(1)).startswith("<")
+
+
+def test_a_recursive_value_is_shown_with_an_ellipsis() -> None:
+    std, rec = both({"kids": field(default_factory=list)}, {"kids": list})
+    for cls in (std, rec):
+        node = cls()
+        node.kids.append(node)
+        assert repr(node) == "Shape(kids=[...])"
+
+
+def test_the_rest_of_the_dataclass_api_holds() -> None:
+    std, rec = both(*PLAIN, frozen=True)
+    value = rec(1, "y")
+    assert [f.name for f in dataclasses.fields(value)] == ["a", "b", "c"]
+    assert dataclasses.replace(value, a=2) == rec(2, "y")
+    assert dataclasses.asdict(value) == dataclasses.asdict(std(1, "y")) == {"a": 1, "b": "y", "c": []}
+    assert rec.__match_args__ == std.__match_args__ == ("a", "b", "c")
+    match value:
+        case rec(a, b):  # type: ignore[misc]
+            assert (a, b) == (1, "y")
+    assert rec.__eq__.__qualname__ == "Shape.__eq__"
+    assert rec.__repr__.__qualname__ == "Shape.__repr__"
+
+
+@record(frozen=True)
+class Point:
+    """Module level, so pickle can find it."""
+
+    x: int
+    y: int = 0
+
+
+@record(frozen=True)
+class Point3(Point):
+    z: int = 0
+
+
+def test_pickle_and_subclasses() -> None:
+    assert pickle.loads(pickle.dumps(Point(1, 2))) == Point(1, 2)
+    assert Point3(1, 2, 3) == Point3(1, 2, 3) != Point3(1, 2, 4)
+    assert Point3(1, 2) != Point(1, 2)  # another class
+    assert repr(Point3(1)) == "Point3(x=1, y=0, z=0)"
+    assert hash(Point3(1, 2, 3)) == hash((1, 2, 3))
+
+
+def test_order_goes_to_dataclass() -> None:
+    std, rec = both({}, {"a": int, "b": int}, frozen=True, order=True)
+    assert sorted([rec(2, 1), rec(1, 5), rec(1, 2)]) == [rec(1, 2), rec(1, 5), rec(2, 1)]
+    assert (rec(1, 2) < rec(1, 3)) is (std(1, 2) < std(1, 3)) is True
+
+
+def test_no_fields() -> None:
+    std, rec = both({}, {}, frozen=True)
+    assert rec() == rec()
+    assert hash(rec()) == hash(std()) == hash(())
+    assert repr(rec()) == repr(std()) == "Shape()"
