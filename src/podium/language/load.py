@@ -159,7 +159,7 @@ def _build(result: LoadResult, data: dict[str, Any]) -> None:
     except ValidationError as exc:
         _report(result, exc, (), model=WorkflowFile)
         return
-    _warn_extras(result, model, ())
+    _warn_extras(result, model, (), walked=StepBase)  # each step was walked as it loaded
     if ok:
         model._template_files = _template_files(result.smap, data)
         result.model = model
@@ -389,11 +389,16 @@ def _descend(cls: Any, part: Any) -> Any:
     return None
 
 
-def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath) -> None:
+def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath,
+                 walked: type[BaseModel] | None = None) -> None:
+    """Warn of each unknown key a lenient model below `model` kept; models of the class
+    `walked` (below the first) are skipped, their keys already warned of."""
     stack: list[tuple[Any, KeyPath]] = [(model, base)]
     while stack:
         obj, path = stack.pop()
         if isinstance(obj, BaseModel):
+            if walked is not None and obj is not model and isinstance(obj, walked):
+                continue
             if isinstance(obj, Lenient) and obj.model_extra:
                 known = [f.alias or n for n, f in type(obj).model_fields.items()]
                 for key in obj.model_extra:
