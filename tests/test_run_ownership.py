@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers_engine import cli_env, podium_argv, wait_until, write
 from podium.app import owners
 from podium.store import files
@@ -413,3 +415,36 @@ def test_an_answer_racing_a_resume_is_used_or_refused_never_lost(tmp_path: Path,
             row, resume_err, answer_err)
         gates = _cli(tmp_path, "gate", "list", env=env)
         assert run_id not in gates.stdout
+
+
+def test_an_answer_while_the_owner_parks_resumes_the_run(tmp_path: Path, store: Store,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window the race above can only hit by chance, held open: a process owns the run
+    while its gate is open (a resume that asked the gate again and is about to park). An
+    answer then is not left to that process, which takes no answer once it parks: `gate
+    answer` waits for it to let go, resumes the run and it ends at `released`."""
+    from podium.app.home import open_store
+
+    wf = write(tmp_path, GATE_WF)
+    parked = _cli(tmp_path, "run", wf, "--json", env=store.env)
+    assert parked.returncode == 5, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    for key, value in store.env.items():
+        monkeypatch.setenv(key, value)
+    held = open_store()
+    try:
+        with owners.owning(held, run_id, "resume"):  # this process is the live owner
+            answer = _podium(tmp_path, "gate", "answer", run_id, "approved", env=store.env)
+            # the answer is recorded, and its command waits for the owner to let go
+            assert wait_until(lambda: any(g.status == "answered"
+                                          for g in held.gates(run_id=run_id)), TIMEOUT)
+            time.sleep(0.5)
+            assert answer.poll() is None, answer.communicate()
+        _, err = answer.communicate(timeout=TIMEOUT)
+    finally:
+        held.close()
+    assert answer.returncode == 0, err
+    assert "goes on with the answer itself" not in err
+    row = next(r for r in _runs(tmp_path, store.env) if r["id"] == run_id)
+    assert (row["status"], row["terminal"]) == ("success", "released"), (row, err)

@@ -11,7 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from podium.app.preflight import check_providers
 from podium.errors import PodiumError, WorkflowFileError
 from podium.language.diagnostics import did_you_mean
 from podium.language.model import END, WorkflowFile
+from podium.records import record
 from podium.store.base import GateRecord, RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class Reported(PodiumError):
         self.exit_code = exit_code
 
 
-@dataclass
+@record
 class Advanced:
     """A run advanced by this process: the engine (for its totals) and how it ended."""
 
@@ -75,7 +76,7 @@ class Advanced:
 # ----------------------------------------------------------------------------- start
 
 
-@dataclass
+@record
 class StartRequest:
     workflow: WorkflowFile
     path: Path
@@ -114,7 +115,7 @@ def start_run(store: RunStore, req: StartRequest, opts: LaunchOptions, *,
 # ----------------------------------------------------------------------------- resume
 
 
-@dataclass
+@record
 class ResumeRequest:
     run_id: str
     from_step: str | None = None
@@ -340,7 +341,7 @@ def with_secrets(inputs: dict[str, Any], wf: WorkflowFile, what: str) -> dict[st
 # ----------------------------------------------------------------------------- gates
 
 
-@dataclass
+@record
 class Answered:
     gate: GateRecord
     answer: str
@@ -401,6 +402,34 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
         _signal_answer(root, gate, value)
         return Answered(gate, answer, root, True)
     return Answered(gate, answer, root, liveness(store, root).live)
+
+
+def owner_takes(store: RunStore, answered: Answered, wait: float = OWNER_WAIT) -> bool:
+    """Whether the live process that advances an answered gate's run goes on with the answer
+    itself. A console that waits at the gate does (it consumes the gate within its poll); a
+    process that parks at the gate does not: a resume asks its gate again, and an answer that
+    comes between the gate's opening and the process letting go of the run would be left
+    unused. So this waits until the gate is consumed (True) or the owner let go of the run
+    with the gate still unused (False: the caller resumes the run, as for one that nobody
+    advances). True on Temporal, whose workflow takes the answer, and when the owner still
+    holds the run after `wait` seconds; False when no live process advanced the run."""
+    if not answered.live:
+        return False
+    if runs_on_temporal(answered.root):
+        return True
+    deadline = time.monotonic() + wait
+    while True:
+        gone = not liveness(store, store.get_run(answered.root.id)).live
+        # read after the lease: an owner that consumed the gate committed it before letting go
+        now = next((g for g in store.gates(run_id=answered.gate.run_id)
+                    if g.id == answered.gate.id), None)
+        if now is None or now.status == "consumed":
+            return True
+        if gone:
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
 
 
 def _answered_unsent(store: RunStore, run: RunRecord) -> tuple[RunRecord, GateRecord] | None:
@@ -465,7 +494,7 @@ def _match_option(options: list[dict[str, object]], value: str) -> dict[str, obj
 # ----------------------------------------------------------------------------- stop
 
 
-@dataclass
+@record
 class Stopped:
     run_id: str
     status: str

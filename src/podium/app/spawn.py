@@ -16,9 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from podium.records import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 _started = itertools.count(1)  # new runs this process started (their log names)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Spawned:
     pid: int
     log: Path
@@ -84,7 +86,7 @@ def spawn_run(file: Path, inputs: dict[str, str], *, home: Path, cwd: Path | Non
 # ----------------------------------------------------------------------------- for surfaces
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnswerOutcome:
     answer: str
     run_id: str  # the top-level run that goes on
@@ -95,12 +97,13 @@ class AnswerOutcome:
 def answer_and_resume(store: RunStore, run_id: str, value: str, text: str | None = None,
                       *, home: Path, by: str, gate_id: int | None = None,
                       python: str | None = None) -> AnswerOutcome:
-    """Answer a run's open gate (app/runs.py answer_gate: Refused as it refuses) and, when no
-    live process advances the run, resume it in a detached process."""
-    from podium.app.runs import answer_gate
+    """Answer a run's open gate (app/runs.py answer_gate: Refused as it refuses) and, unless
+    a live process goes on with the answer (app/runs.py owner_takes), resume the run in a
+    detached process."""
+    from podium.app.runs import answer_gate, owner_takes
 
     answered = answer_gate(store, run_id, value, text, by=by, gate_id=gate_id)
-    if answered.live:
+    if owner_takes(store, answered):
         return AnswerOutcome(answered.answer, answered.root.id, "live", None)
     return AnswerOutcome(answered.answer, answered.root.id, "started",
                          spawn_resume(answered.root.id, home=home, by=by, python=python))

@@ -59,7 +59,7 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
                         req: ResumeRequest) -> int:
     from podium.app.home import open_store
     from podium.app.launch import LaunchOptions
-    from podium.app.runs import answer_gate, refuse_changed, resume_answered
+    from podium.app.runs import answer_gate, owner_takes, refuse_changed, resume_answered
 
     try:
         store = open_store()
@@ -76,7 +76,7 @@ def gate_answer_command(run_id: str, value: str, text: str | None, resume: bool,
             return exitcodes.OK
         live = (f"podium: run {root.id} is running and goes on with the answer itself; if "
                 f"it parks instead, `podium resume {root.id}` continues with it\n")
-        if answered.live:  # e.g. `podium run --web`, polling the store for this answer
+        if owner_takes(store, answered):  # e.g. `podium run --web`, polling for this answer
             sys.stderr.write(live)
             return exitcodes.OK
         # another process may hold the run meanwhile: resume_answered waits for it to let go

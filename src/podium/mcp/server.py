@@ -10,11 +10,11 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.errors import PodiumError
+from podium.records import record
 
 if TYPE_CHECKING:
     from podium.app.runs import Advanced
@@ -26,7 +26,7 @@ STATUS_TOOL = "podium_status"
 HOW = f"call the {ANSWER_TOOL} tool with run_id and value"
 
 
-@dataclass
+@record
 class Exposed:
     """One workflow file served as one tool."""
 
@@ -142,41 +142,47 @@ def run_workflow(exposed: Exposed, arguments: dict[str, Any], home: Path | None)
 
 def answer(run_id: str, value: str, text: str | None, home: Path | None) -> dict[str, Any]:
     from podium.app.home import open_store
-    from podium.app.runs import ResumeRequest, answer_gate, resume_run
+    from podium.app.runs import ResumeRequest, answer_gate, owner_takes, resume_answered
 
     store = open_store(home=home)
     try:
         answered = answer_gate(store, run_id, value, text, by="mcp")
         root = answered.root
-        if answered.live:  # another process advances the run and takes the answer itself
+        if owner_takes(store, answered):  # another process advances the run and takes it
             return {"status": "running", "run_id": root.id,
                     "note": f"run {root.id} is running and goes on with the answer; call "
                             f"{STATUS_TOOL} to follow it"}
-        done = resume_run(store, root.id, ResumeRequest(root.id, verbosity=-1,
-                                                        interactive=False))
-        return _ended(store, done)
+        done = resume_answered(store, root.id, ResumeRequest(root.id, verbosity=-1,
+                                                             interactive=False))
+        # None: the process that held the run meanwhile ended it, or goes on with it
+        return _status(store, root.id) if done is None else _ended(store, done)
     finally:
         store.close()
 
 
 def status(run_id: str, home: Path | None) -> dict[str, Any]:
     from podium.app.home import open_store
-    from podium.app.owners import seen
 
     store = open_store(home=home)
     try:
-        run = store.find_run(run_id)
-        now = seen(store, run).status
-        if now == "waiting":
-            out = _waiting(store, run.id)
-        else:
-            out = {"status": now, "run_id": run.id, "output": run.output}
-            if run.error:
-                out["error"] = run.error
-        out["workflow"] = run.workflow_name
-        return out
+        return _status(store, run_id)
     finally:
         store.close()
+
+
+def _status(store: RunStore, run_id: str) -> dict[str, Any]:
+    from podium.app.owners import seen
+
+    run = store.find_run(run_id)
+    now = seen(store, run).status
+    if now == "waiting":
+        out = _waiting(store, run.id)
+    else:
+        out = {"status": now, "run_id": run.id, "output": run.output}
+        if run.error:
+            out["error"] = run.error
+    out["workflow"] = run.workflow_name
+    return out
 
 
 # ----------------------------------------------------------------------------- the server
