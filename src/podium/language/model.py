@@ -42,6 +42,7 @@ from podium.language.steps import (
     DialogConfig,
     GateOption,
     HumanGateStep,
+    LoadedStep,
     McpStep,
     Question,
     QuestionsStep,
@@ -154,7 +155,7 @@ class ForEachGroup(Strict):
     type: Literal["for_each"]
     source: str
     as_: str = Field(alias="as")
-    agent: Step
+    agent: LoadedStep
     max_concurrent: int = Field(default=10, ge=1, le=100)
     failure_mode: FailureMode = "fail_fast"
     key_by: str | None = None
@@ -363,7 +364,7 @@ class WorkflowFile(Strict):
     """A whole workflow file."""
 
     workflow: WorkflowConfig
-    agents: list[Step]
+    agents: list[LoadedStep]
     parallel: list[ParallelGroup] = []
     for_each: list[ForEachGroup] = []
     output: dict[str, Any] = {}
