@@ -31,3 +31,23 @@ def test_event_round_trips_through_json() -> None:
     again = parse_event(json.loads(event.model_dump_json()))
     assert again == event
     assert again.v == 1
+
+
+def test_the_bus_stamp_is_model_copy() -> None:
+    """events/model.py `stamped`, the bus's copy of each event, makes what model_copy makes."""
+    from podium.events.model import GateAnswered, ModelDelta, RunFinished, stamped
+
+    events = [StepStarted(step="a", step_type="set", iteration=2, run_iteration=5),
+              GateAnswered(step="g", iteration=1, selected="yes", additional_input={"k": "v"}),
+              RunFinished(status="success", elapsed=1.0, iterations=2, exit_code=0),
+              ModelDelta(step="a", iteration=1, kind="text", text="hi")]
+    update = {"run_id": "r1", "ts": 12.5, "parent_run_id": None, "seq": 7}
+    for event in events:
+        mine, theirs = stamped(event, update), event.model_copy(update=update)
+        assert type(mine) is type(theirs)
+        assert mine == theirs
+        assert mine.model_dump_json() == theirs.model_dump_json()
+        assert mine.model_fields_set == theirs.model_fields_set
+        assert mine.model_dump(exclude_unset=True) == theirs.model_dump(exclude_unset=True)
+        assert (event.seq, event.run_id) == (0, "")  # the original is left as it was
+    assert hash(stamped(events[0], update)) == hash(events[0].model_copy(update=update))

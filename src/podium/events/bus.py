@@ -27,6 +27,7 @@ from typing import Protocol
 
 from podium.clock import Clock
 from podium.events.model import LIVE_ONLY, Event, ModelDelta
+from podium.events.model import stamped as stamped_copy
 from podium.events.redact import Redactor
 from podium.events.redact_stream import StreamRedactor
 
@@ -102,7 +103,7 @@ class EventBus:
             stamp = {"run_id": self.run_id, "ts": self.clock.now(),
                      "parent_run_id": self.parent_run_id}
             if live:
-                stamped = event.model_copy(update={**stamp, "seq": self.seq})
+                stamped = stamped_copy(event, {**stamp, "seq": self.seq})
                 if isinstance(stamped, ModelDelta) and self.redactor:
                     # a secret split across two pieces is held back whole (redact_stream.py)
                     for piece in self.streams.piece(stamped, self.redactor):
@@ -114,9 +115,9 @@ class EventBus:
                 step = getattr(event, "step", None)
                 ending = isinstance(step, str) or event.type == "run_finished"
                 for piece in self.streams.release(self.run_id, step) if ending else ():
-                    self._observe(piece.model_copy(update={"seq": self.seq}))
+                    self._observe(stamped_copy(piece, {"seq": self.seq}))
             self.seq += 1
-            stamped = event.model_copy(update={**stamp, "seq": self.seq})
+            stamped = stamped_copy(event, {**stamp, "seq": self.seq})
             if self.redactor:
                 stamped = self._redacted(stamped)
             for committer in self.committers:
