@@ -23,7 +23,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from podium.events.model import Checkpointed, Event
 from podium.store import files
@@ -259,17 +259,28 @@ class SQLiteStore(SQLCore):
         writes = _merged([w for p in batches.values() for w in p.writes])
         if not writes:
             return
+        head, tail = _RUN_UPDATE
         self._write("BEGIN IMMEDIATE", ())
         try:
-            for rid in batches:  # a run removed under its owner stops, it never goes on
-                if self._write("SELECT 1 FROM runs WHERE id = ?", (rid,)).fetchone() is None:
-                    self._failed = StoreError(gone(rid, self.where))
-                    raise self._failed
+            # a run removed under its owner stops, it never goes on: a run whose row this
+            # transaction updates is checked by that UPDATE (no row changed: rolled back),
+            # any other by a read first
+            updated = {w[1][-1] for w in writes if isinstance(w, tuple) and
+                       w[0].startswith(head) and w[0].endswith(tail)}
+            for rid in batches:
+                if rid not in updated and self._write("SELECT 1 FROM runs WHERE id = ?",
+                                                      (rid,)).fetchone() is None:
+                    self._gone(rid)
             given: dict[str, int] = {}  # run id -> last seq given in this transaction
             same: list[Any] = []  # a run of one statement's parameters (events, mostly)
             for i, w in enumerate(writes):
                 if not isinstance(w, tuple):
                     self._write_numbered(w, given)
+                    continue
+                if w[1] and w[1][-1] in updated and w[0].startswith(head) and \
+                        w[0].endswith(tail):
+                    if self._write(w[0], w[1]).rowcount == 0:
+                        self._gone(w[1][-1])
                     continue
                 same.append(w[1])
                 after = writes[i + 1] if i + 1 < len(writes) else None
@@ -282,6 +293,10 @@ class SQLiteStore(SQLCore):
         except BaseException:
             self._rollback()
             raise
+
+    def _gone(self, run_id: str) -> NoReturn:
+        self._failed = StoreError(gone(run_id, self.where))
+        raise self._failed
 
     def _write_numbered(self, event: Event, given: dict[str, int]) -> None:
         """Write an event with the next seq of its run (inside the flush's transaction)."""
