@@ -3,7 +3,7 @@
 `@dataclass` compiles every method it writes with `exec`: `__init__`, `__repr__` and `__eq__`,
 and for a frozen class `__hash__`, `__setattr__` and `__delattr__` too. That is 0.4 ms for a
 plain class and 0.8 ms for a frozen one on the 2-CPU machine, and a cold `podium run` defines
-about 75 of them before it does anything (docs/decisions/0010-cold-start.md).
+about 75 of them before it does anything (docs/decisions/0037-records.md).
 
 `record` takes the same arguments and returns the same dataclass: `fields()`, `replace()`,
 `asdict()`, pattern matching, pickling and mypy (through `dataclass_transform`) see no
