@@ -448,3 +448,33 @@ def test_an_answer_while_the_owner_parks_resumes_the_run(tmp_path: Path, store: 
     assert "goes on with the answer itself" not in err
     row = next(r for r in _runs(tmp_path, store.env) if r["id"] == run_id)
     assert (row["status"], row["terminal"]) == ("success", "released"), (row, err)
+
+
+def test_an_answer_that_loses_its_gate_to_a_resume_says_so(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side of the race: the answer read the gate open, then a resume withdrew it
+    before the answer was written. Refused as `no gate waiting` (the resume asks it again),
+    not as a gate somebody already answered."""
+    from podium.app.home import open_store
+    from podium.app.runs import Refused, answer_gate
+
+    wf = write(tmp_path, GATE_WF)
+    parked = _cli(tmp_path, "run", wf, "--json")
+    assert parked.returncode == 5, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    monkeypatch.setenv("PODIUM_HOME", str(tmp_path / "home"))
+    store = open_store()
+    try:
+        write_answer = store.answer_gate
+
+        def withdrawn_first(*args: Any, **kwargs: Any) -> None:
+            store.withdraw_gates(run_id)  # the resume, a moment before the answer lands
+            write_answer(*args, **kwargs)
+
+        monkeypatch.setattr(store, "answer_gate", withdrawn_first)
+        with pytest.raises(Refused, match="no gate waiting") as refused:
+            answer_gate(store, run_id, "approved")
+        assert refused.value.kind == "conflict"
+        assert "already answered" not in str(refused.value)
+    finally:
+        store.close()

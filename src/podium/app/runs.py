@@ -395,6 +395,11 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
     try:
         store.answer_gate(gate.id, answer, extra, by)
     except PodiumError:
+        now = next((g for g in store.gates(run_id=gate.run_id) if g.id == gate.id), None)
+        if now is not None and now.status == "withdrawn":  # a resume asks it again
+            raise Refused(f"run {run.id} has no gate waiting for an answer: a resume withdrew "
+                          f"gate '{gate.step}' to ask it again; answer it once it is asked",
+                          kind="conflict") from None
         raise Refused(f"gate '{gate.step}' of run {run.id} was already answered",
                       kind="conflict") from None
     root = root_of(store, store.get_run(gate.run_id))
