@@ -395,7 +395,7 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
     try:
         store.answer_gate(gate.id, answer, extra, by)
     except PodiumError:
-        now = next((g for g in store.gates(run_id=gate.run_id) if g.id == gate.id), None)
+        now = _as_now(store, gate)
         if now is not None and now.status == "withdrawn":  # a resume asks it again
             raise Refused(f"run {run.id} has no gate waiting for an answer: a resume withdrew "
                           f"gate '{gate.step}' to ask it again; answer it once it is asked",
@@ -407,6 +407,11 @@ def answer_gate(store: RunStore, run_id: str, value: str, text: str | None = Non
         _signal_answer(root, gate, value)
         return Answered(gate, answer, root, True)
     return Answered(gate, answer, root, liveness(store, root).live)
+
+
+def _as_now(store: RunStore, gate: GateRecord) -> GateRecord | None:
+    """The gate as the store holds it now (None when its run was removed)."""
+    return next((g for g in store.gates(run_id=gate.run_id) if g.id == gate.id), None)
 
 
 def owner_takes(store: RunStore, answered: Answered, wait: float = OWNER_WAIT) -> bool:
@@ -426,8 +431,7 @@ def owner_takes(store: RunStore, answered: Answered, wait: float = OWNER_WAIT) -
     while True:
         gone = not liveness(store, store.get_run(answered.root.id)).live
         # read after the lease: an owner that consumed the gate committed it before letting go
-        now = next((g for g in store.gates(run_id=answered.gate.run_id)
-                    if g.id == answered.gate.id), None)
+        now = _as_now(store, answered.gate)
         if now is None or now.status == "consumed":
             return True
         if gone:

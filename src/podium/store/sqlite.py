@@ -117,20 +117,27 @@ class _RowUpdate:
                 (*[p for _, _, params in self.cols.values() for p in params], run_id))
 
 
+def _row_of(w: _Write | Event) -> str | None:
+    """The run whose row `w` updates, when it is a run-row UPDATE (its last parameter)."""
+    head, tail = _RUN_UPDATE
+    if isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail):
+        return str(w[1][-1])
+    return None
+
+
 def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     """The writes of one transaction with a run's row updates joined into one UPDATE, placed
     after the writes between them (nothing else in a transaction reads those columns: events
     and checkpoints refer to the run by id only). A step commits four of them (its start, its
     tokens, its iterations, the last seq); a batch of a group's members, four per member."""
-    head, tail = _RUN_UPDATE
     groups: dict[str, _RowUpdate] = {}
     out: list[_Write | Event] = []
     for w in writes:
-        if not (isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail)):
+        run_id = _row_of(w)
+        if run_id is None or not isinstance(w, tuple):
             out.append(w)
             continue
         assigns = _parsed_update(w[0])
-        run_id = w[1][-1]
         row = groups.get(run_id)
         if row is not None and not row.joins(assigns):
             out.append(groups.pop(run_id).statement(run_id))
@@ -259,14 +266,12 @@ class SQLiteStore(SQLCore):
         writes = _merged([w for p in batches.values() for w in p.writes])
         if not writes:
             return
-        head, tail = _RUN_UPDATE
         self._write("BEGIN IMMEDIATE", ())
         try:
             # a run removed under its owner stops, it never goes on: a run whose row this
             # transaction updates is checked by that UPDATE (no row changed: rolled back),
             # any other by a read first
-            updated = {w[1][-1] for w in writes if isinstance(w, tuple) and
-                       w[0].startswith(head) and w[0].endswith(tail)}
+            updated = {rid for w in writes if (rid := _row_of(w)) is not None}
             for rid in batches:
                 if rid not in updated and self._write("SELECT 1 FROM runs WHERE id = ?",
                                                       (rid,)).fetchone() is None:
@@ -277,10 +282,10 @@ class SQLiteStore(SQLCore):
                 if not isinstance(w, tuple):
                     self._write_numbered(w, given)
                     continue
-                if w[1] and w[1][-1] in updated and w[0].startswith(head) and \
-                        w[0].endswith(tail):
+                row = _row_of(w)
+                if row is not None:
                     if self._write(w[0], w[1]).rowcount == 0:
-                        self._gone(w[1][-1])
+                        self._gone(row)
                     continue
                 same.append(w[1])
                 after = writes[i + 1] if i + 1 < len(writes) else None
