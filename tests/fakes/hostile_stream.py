@@ -1,9 +1,12 @@
 """A local model endpoint that misbehaves after a 200: every POST is answered with an event
 stream that is either the given bytes and the end, or (with `trickle`) an SSE comment now and
-then and never an answer, until the client goes or the test stops the server.
+then and never an answer, until the client goes or the test stops the server; with
+`promised`, the response announces a Content-Length of that many bytes and the connection
+closes after the given ones: a stream broken off in the middle.
 
     with HostileStream(b"data: {not json\\n\\n") as srv:   # OPENAI_BASE_URL=srv.url + "/v1"
     with HostileStream(trickle=0.2) as srv:                 # ": keep-alive" every 0.2 s
+    with HostileStream(b"data: {...}\\n\\n", promised=5000) as srv:
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ GIVE_UP_SECONDS = 60.0  # a trickle ends by itself after this (the test has fail
 
 
 class HostileStream:
-    def __init__(self, body: bytes = b"", *, trickle: float | None = None) -> None:
+    def __init__(self, body: bytes = b"", *, trickle: float | None = None,
+                 promised: int | None = None) -> None:
         self.body = body
         self.trickle = trickle
+        self.promised = promised
         self.requests = 0
         self.stopped = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -43,6 +48,8 @@ class HostileStream:
                 server.requests += 1
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
+                if server.promised is not None:
+                    self.send_header("content-length", str(server.promised))
                 self.end_headers()
                 try:
                     self.wfile.write(server.body)

@@ -38,6 +38,7 @@ from podium.providers.loop import (
     Turn,
     raw_http,
     sdk_error,
+    stream_errors,
 )
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
@@ -281,7 +282,7 @@ class ClaudeSession(LoopSession):
                     response.close()
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None
-        except httpx2.HTTPError as exc:  # the SDK speaks httpx2
+        except stream_errors() as exc:
             raise ProviderError(f"claude: the stream broke off ({type(exc).__name__}: {exc})",
                                 retryable=True) from None
         finally:

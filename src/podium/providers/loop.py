@@ -10,6 +10,7 @@ conversation unchanged when `send` fails.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from abc import ABC, abstractmethod
 from dataclasses import field
@@ -123,6 +124,14 @@ def _body_message(body: Any) -> str | None:
         if isinstance(body.get("message"), str):
             return str(body["message"])
     return None
+
+
+def stream_errors() -> tuple[type[Exception], ...]:
+    """What a stream broken off midway raises: the error of the HTTP library the SDK reads it
+    with, which is not the same for every SDK (openai 2 reads with httpx, anthropic 2 and mcp
+    with httpx2). Asked when an exception is matched, so an SDK imported later counts."""
+    return tuple(sys.modules[name].HTTPError for name in ("httpx", "httpx2")
+                 if name in sys.modules)
 
 
 def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cls: type,

@@ -30,6 +30,7 @@ from podium.providers.loop import (
     Turn,
     raw_http,
     sdk_error,
+    stream_errors,
 )
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
@@ -143,7 +144,7 @@ class OpenAISession(LoopSession):
                     response.close()
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
-        except httpx2.HTTPError as exc:  # the SDK speaks httpx2 (mcp and openai 2 do)
+        except stream_errors() as exc:
             raise ProviderError(f"{self.provider.name}: the stream broke off "
                                 f"({type(exc).__name__}: {exc})", retryable=True) from None
         finally:
