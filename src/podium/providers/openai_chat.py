@@ -277,17 +277,18 @@ class OpenAIProvider:
         return self._async
 
     async def stream_chat(self, body: dict[str, Any], timeout: float, *,
-                          aio: bool) -> httpx2.Response:
+                          aio: bool) -> Any:
         """POST a streamed chat completion (with the async client when `aio`); the raw
-        response, its body not yet read (the caller closes it)."""
+        response, its body not yet read (the caller closes it). It is the SDK's own HTTP
+        library's response (httpx for openai 2, not the httpx2 podium imports: a broken
+        stream raises that library's errors, loop.stream_errors)."""
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         options: Any = {**_STREAM_OPTIONS, "timeout": timeout}
         if aio:
             got = await self.async_client().post(
                 "/chat/completions", cast_to=httpx2.Response, body=body, options=options,
                 stream=True)
-            raw: httpx2.Response = raw_http(got)
-            return raw
+            return raw_http(got)
         return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
                                 options=options, stream=True)
 
