@@ -196,11 +196,11 @@ def _patch(variant: str) -> None:
             lambda e: e.type not in ("checkpoint", "run_finished", "run_started"))
 
 
-def inprocess_child(workflow: Path, inputs: Path, responses: Path, home: Path,
-                    variant: str = "as is") -> None:
-    """Runs in a fresh process: the `podium run` engine on the SQLite store, timed."""
-    import io
-
+def inprocess_engine(workflow: Path, inputs: Path, responses: Path, home: Path,
+                     adjust: Any = None) -> tuple[Any, Any, Any]:
+    """(workflow model, store, engine): the `podium run` engine for `workflow` on the SQLite
+    store in `home`, its run created, as bench/ runs it in-process (`adjust` may change the
+    loaded workflow before the engine is made)."""
     os.environ["PODIUM_HOME"] = str(home)
     from podium.app.home import open_store
     from podium.app.inputs import parse_inputs
@@ -209,26 +209,46 @@ def inprocess_child(workflow: Path, inputs: Path, responses: Path, home: Path,
     from podium.engine.run import file_hash
     from podium.store.base import RunRecord
 
-    sys.stderr = io.StringIO()  # the console sink at -q: lines are formatted, not shown
     wf, _ = load_valid(workflow)
     assert wf is not None
-    width = os.environ.get("PODIUM_BENCH_WIDTH")
-    if width:  # past the language's cap of 100 (bench_fanout.py's memory row): the engine's
-        # limit set on the loaded model, which no workflow file can ask for
-        wf = wf.model_copy(update={"for_each": [g.model_copy(update={"max_concurrent": int(width)})
-                                                for g in wf.for_each]})
+    if adjust is not None:
+        wf = adjust(wf)
     store = open_store()
-    opts = LaunchOptions(responses=responses, verbosity=0)
-    engine = make_engine(wf, workflow, parse_inputs(wf, [], inputs), opts, store)
+    engine = make_engine(wf, workflow, parse_inputs(wf, [], inputs),
+                         LaunchOptions(responses=responses, verbosity=0), store)
     store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(workflow),
                                file_hash(workflow), engine.state.inputs))
+    return wf, store, engine
+
+
+def warm_sdk(wf: Any, engine: Any) -> None:
+    """Import the workflow's provider SDK and build its client, untimed: a run pays that
+    once, whatever its fan-out."""
+    from podium.providers.settings import resolve_settings
+
+    runtime = wf.workflow.runtime
+    name = str(runtime.provider)
+    engine.services.providers.get(name, lambda: resolve_settings(name, runtime))
+
+
+def inprocess_child(workflow: Path, inputs: Path, responses: Path, home: Path,
+                    variant: str = "as is") -> None:
+    """Runs in a fresh process: the `podium run` engine on the SQLite store, timed."""
+    import io
+
+    sys.stderr = io.StringIO()  # the console sink at -q: lines are formatted, not shown
+    width = os.environ.get("PODIUM_BENCH_WIDTH")
+
+    def widen(wf: Any) -> Any:  # past the language's cap of 100 (bench_fanout.py's memory
+        # row): the engine's limit set on the loaded model, which no workflow file can ask for
+        return wf.model_copy(update={"for_each": [
+            g.model_copy(update={"max_concurrent": int(width)}) for g in wf.for_each]}) \
+            if width else wf
+
+    wf, store, engine = inprocess_engine(workflow, inputs, responses, home, widen)
     _patch("+commit per step" if variant == "no store" else variant)
     if os.environ.get("PODIUM_BENCH_WARM_SDK"):  # --warm-sdk: the SDK imported, untimed
-        from podium.providers.settings import resolve_settings
-
-        runtime = wf.workflow.runtime
-        name = str(runtime.provider)
-        engine.services.providers.get(name, lambda: resolve_settings(name, runtime))
+        warm_sdk(wf, engine)
     if variant == "no store":
         engine.bus.sinks = [s for s in engine.bus.sinks if s is not store]
     t0, cpu0 = time.perf_counter(), time.process_time()

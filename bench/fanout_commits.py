@@ -9,7 +9,6 @@ Usage:
 from __future__ import annotations
 
 import io
-import os
 import sys
 import tempfile
 import time
@@ -24,14 +23,7 @@ def main() -> None:
     items = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     tmp = Path(tempfile.mkdtemp(prefix="podium-commits-"))
     paths = bf.lab(tmp, items, 100, 0.05, "scripted")
-    os.environ["PODIUM_HOME"] = str(tmp / "home")
     import podium.store.sqlite as sqlite_store
-    from podium.app.home import open_store
-    from podium.app.inputs import parse_inputs
-    from podium.app.launch import LaunchOptions, make_engine
-    from podium.app.workflows import load_valid
-    from podium.engine.run import file_hash
-    from podium.store.base import RunRecord
 
     count = [0]
     flush = sqlite_store.SQLiteStore._flush
@@ -42,13 +34,8 @@ def main() -> None:
 
     sqlite_store.SQLiteStore._flush = counted  # type: ignore[method-assign]
     err, sys.stderr = sys.stderr, io.StringIO()  # the console sink at -q
-    wf, _ = load_valid(paths["workflow"])
-    assert wf is not None
-    store = open_store()
-    engine = make_engine(wf, paths["workflow"], parse_inputs(wf, [], paths["inputs"]),
-                         LaunchOptions(responses=paths["responses"], verbosity=0), store)
-    store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(paths["workflow"]),
-                               file_hash(paths["workflow"]), engine.state.inputs))
+    _, store, engine = bf.inprocess_engine(paths["workflow"], paths["inputs"],
+                                           paths["responses"], tmp / "home")
     t0, cpu0 = time.perf_counter(), time.process_time()
     engine.run()
     store.commit()

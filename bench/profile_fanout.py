@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import io
-import os
 import re
 import sys
 import tempfile
@@ -31,30 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def run(provider: str, items: int) -> None:
-    from bench_foreach import Stub, lab
+    from bench_foreach import Stub, inprocess_engine, lab, warm_sdk
 
     stub = Stub(0.05, provider) if provider != "scripted" else None
     root = Path(tempfile.mkdtemp(prefix="podium-profile-fanout-"))
     paths = lab(root, items, 100, 0.05, provider)
-    os.environ["PODIUM_HOME"] = str(root / "home")
-    from podium.app.home import open_store
-    from podium.app.inputs import parse_inputs
-    from podium.app.launch import LaunchOptions, make_engine
-    from podium.app.workflows import load_valid
-    from podium.engine.run import file_hash
-    from podium.providers.settings import resolve_settings
-    from podium.store.base import RunRecord
-
-    wf, _ = load_valid(paths["workflow"])
-    assert wf is not None
-    store = open_store()
-    engine = make_engine(wf, paths["workflow"], parse_inputs(wf, [], paths["inputs"]),
-                         LaunchOptions(responses=paths["responses"], verbosity=0), store)
-    store.create_run(RunRecord(engine.run_id, wf.workflow.name, str(paths["workflow"]),
-                               file_hash(paths["workflow"]), engine.state.inputs))
-    runtime = wf.workflow.runtime
-    name = str(runtime.provider)
-    engine.services.providers.get(name, lambda: resolve_settings(name, runtime))
+    wf, store, engine = inprocess_engine(paths["workflow"], paths["inputs"],
+                                         paths["responses"], root / "home")
+    warm_sdk(wf, engine)
     shown, sys.stderr = sys.stderr, io.StringIO()  # the console sink at -q
     try:
         t0, cpu0 = time.perf_counter(), time.process_time()
