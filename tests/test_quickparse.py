@@ -193,3 +193,33 @@ def test_the_engine_parses_once_and_reports_syntax_errors_each_time() -> None:
         with pytest.raises(RenderFailure, match="expected name or number") as info:
             engine.parse("{{ a. }}")
         assert info.value.kind == "syntax"
+
+
+BINDING = [
+    "{% set a = 1 %}{{ a }}", "{% for i in l %}{% set d = i %}{% else %}{% set e = 1 %}{% endfor %}",
+    "{% if x %}{% set b = 2 %}{% elif y %}{% set c %}hi{% endset %}{% else %}"
+    "{% macro m(q) %}{% set inner = 1 %}{% endmacro %}{% endif %}",
+    "{% call m() %}{% set f = 1 %}{% endcall %}", "{% filter upper %}{% set g = 1 %}{% endfilter %}",
+    "{% with h = 1 %}{% set i = h %}{% endwith %}", "{% block b %}{% set j = 1 %}{% endblock %}",
+    "{% import 'x' as k %}{% from 'y' import l1, l2 as l3 %}",
+    "{% for a, b in c %}{% set (m1, m2) = (1, 2) %}{% endfor %}{{ (a | f(b))[0].x }}",
+]
+
+
+def test_the_binder_walk_finds_what_find_all_finds() -> None:
+    """check/references.py looks for the names a template binds by walking its statements
+    only; Jinja's find_all walks every node. Both find the same binders in every template of
+    the corpus and in each kind of binding statement."""
+    from podium.check.references import _BINDERS, _bound, _statements
+
+    walked = 0
+    for source in BINDING + _corpus_templates():
+        try:
+            tree = ENV.parse(source)
+        except Exception:  # a broken template of the corpus: nothing to walk
+            continue
+        found = {id(n) for n in _statements(tree.body) if isinstance(n, _BINDERS)}
+        assert found == {id(n) for n in tree.find_all(_BINDERS)}, repr(source)
+        walked += bool(found)
+    assert walked >= len(BINDING)
+    assert _bound(ENV.parse(BINDING[2])) == {"b", "c", "m", "inner"}

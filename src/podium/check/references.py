@@ -11,6 +11,8 @@ path checks use that to tell which steps must have run there.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from jinja2 import nodes
 
 from podium.records import record
@@ -309,7 +311,9 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
                                                     for n in tree.body):
         return frozenset()
     names: set[str] = set()
-    for node in tree.find_all(_BINDERS):
+    for node in _statements(tree.body):
+        if not isinstance(node, _BINDERS):
+            continue
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
             names.update(_target_names(node.target))
         elif isinstance(node, nodes.Import):
@@ -319,6 +323,20 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
         elif isinstance(node, nodes.Macro):
             names.add(node.name)
     return frozenset(names)
+
+
+def _statements(body: list[nodes.Node]) -> Iterator[nodes.Node]:
+    """Every statement under `body`, at any depth. Only a statement holds statements (in
+    its list fields: a body, an `else`, the `elif`s), never an expression, so the walk skips
+    every expression (`find_all` visits each of their nodes)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in node.fields:
+            value = getattr(node, name)
+            if type(value) is list:
+                stack.extend(v for v in value if isinstance(v, nodes.Stmt))
 
 
 def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:

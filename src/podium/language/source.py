@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from podium.jsontext import int_digits_limit
 from podium.language.diagnostics import Diagnostic, KeyPath, did_you_mean
 from podium.language.pinned import escapes, outside_message
 from podium.language.sourcefile import (
     MAX_FILE_BYTES,
+    At,
     FileUnreadable,
     LoadFailure,
     Pos,
@@ -75,16 +75,20 @@ class _Budget:
     alias_chars: int = 0  # text repeated by aliases
 
 
-@record
 class _Frame:
-    kind: str  # "map" or "seq"
-    path: KeyPath
-    value: Any
-    pending_key: Any = None
-    pending_key_pos: Pos | None = None
-    has_key: bool = False
-    merges: list[tuple[Any, Pos]] = field(default_factory=list)
-    anchor: str | None = None
+    """A mapping or sequence being composed. `key` is a mapping's key read and waiting for its
+    value (always text); None when the next scalar is a key."""
+
+    __slots__ = ("anchor", "is_map", "key", "key_pos", "merges", "path", "value")
+
+    def __init__(self, is_map: bool, path: KeyPath, anchor: str | None) -> None:
+        self.is_map = is_map
+        self.path = path
+        self.value: Any = {} if is_map else []
+        self.key: str | None = None
+        self.key_pos: At | None = None
+        self.merges: list[tuple[Any, At]] = []
+        self.anchor = anchor
 
 
 class _Composer:
@@ -159,24 +163,74 @@ class _Composer:
         return _diag(Pos(self.shown, line, col), (), f"YAML syntax error: {problem}", hint)
 
     def _build(self, events: Iterator[Any]) -> Any:
+        """The document's value from its events. A scalar, most of the events, is handled in
+        the loop itself (a large workflow has tens of thousands); the rest by the methods
+        below."""
         from ruamel.yaml import events as ev
 
         stack: list[_Frame] = []
         root: Any = None
         documents = 0
         scalar = ev.ScalarEvent
+        shown, base, budget, anchors = self.shown, self.base, self.budget, self.anchors
+        keys, values, styles = self.smap.keys, self.smap.values, self.smap.styles
+        text_start = _TEXT_START
         for event in events:
-            if isinstance(event, scalar):  # most events: tested first
-                path = self._child_path(stack)
-                self.count(1, event.start_mark)
-                value = self._scalar(event, path, stack)
-                if event.anchor:
-                    self.anchors[event.anchor] = (value, 1, _chars(value))
-                if not stack:
-                    root = value
+            if type(event) is scalar:  # most events: tested first
+                mark = event.start_mark
+                budget.nodes += 1
+                if budget.nodes > MAX_NODES:
+                    self.count(0, mark)
+                top = stack[-1] if stack else None
+                if top is not None and top.is_map and top.key is None:  # a mapping's key
+                    if event.tag == "!file":
+                        self.fail(mark, "'!file' cannot be used on a key", top.path,
+                                  fatal=True)
+                    key = event.value
+                    if event.anchor:
+                        anchors[event.anchor] = (key, 1, len(key))
+                    top.key = key
+                    top.key_pos = (shown, mark.line + 1, mark.column + 1)
+                    continue
+                key = ""
+                if top is None:
+                    path = base
+                elif top.is_map:
+                    key = cast(str, top.key)  # a mapping's value: its key was read before it
+                    path = (*top.path, key)
                 else:
-                    self._attach(stack[-1], value, event.start_mark, path=path,
-                                 scalar_event=event)
+                    path = (*top.path, len(top.value))
+                values.setdefault(path, (shown, mark.line + 1, mark.column + 1))
+                style = event.style or None  # libyaml reports a plain scalar's style as ''
+                if style is not None:
+                    styles[path] = style
+                tag = event.tag
+                value: Any
+                if tag == "!file":
+                    value = self._include(event, path)
+                elif tag and tag != "!":
+                    value = self._tagged_scalar(event, path)
+                elif style is not None or not event.implicit[0]:
+                    value = event.value
+                else:
+                    value = event.value
+                    if value[:1] not in text_start:
+                        try:
+                            value = resolve_plain(value)
+                        except IntegerTooLong as exc:
+                            self.fail(mark, str(exc), path)
+                if event.anchor:
+                    anchors[event.anchor] = (value, 1, _chars(value))
+                if top is None:
+                    root = value
+                elif top.is_map:
+                    top.key = None
+                    if key in top.value:
+                        self._duplicate(top, key)
+                    top.value[key] = value
+                    keys[path] = top.key_pos  # type: ignore[assignment]
+                else:
+                    top.value.append(value)
                 continue
             if isinstance(event, (ev.StreamStartEvent, ev.StreamEndEvent, ev.DocumentEndEvent)):
                 continue
@@ -189,32 +243,32 @@ class _Composer:
             if isinstance(event, (ev.MappingEndEvent, ev.SequenceEndEvent)):
                 frame = stack.pop()
                 value = frame.value
-                if frame.kind == "map" and frame.merges:
+                if frame.merges:
                     value = self._apply_merges(frame)
                 if frame.anchor:
-                    self.anchors[frame.anchor] = (value, *self._size(value))
+                    anchors[frame.anchor] = (value, *self._size(value))
                 if not stack:
                     root = value
                 else:
-                    self._attach(stack[-1], value, event.end_mark, path=frame.path)
+                    self._attach(stack[-1], value, event.end_mark, merge=True)
                 continue
             path = self._child_path(stack)
             if isinstance(event, ev.AliasEvent):
-                if event.anchor not in self.anchors:
+                if event.anchor not in anchors:
                     self.fail(event.start_mark, f"unknown alias '*{event.anchor}'")
-                value, size, chars = self.anchors[event.anchor]
+                value, size, chars = anchors[event.anchor]
                 self.count(size, event.start_mark)
                 self.repeat(chars, event.start_mark, path)
                 value = _deep_copy(value)
-                self._record(stack, path, event.start_mark, None)
+                self._record(stack, path, event.start_mark)
                 if not stack:
                     root = value
                 else:
-                    self._attach(stack[-1], value, event.start_mark, path=path, is_alias=True)
+                    self._attach(stack[-1], value, event.start_mark, merge=True)
                 continue
             if isinstance(event, (ev.MappingStartEvent, ev.SequenceStartEvent)):
                 self.count(1, event.start_mark)
-                if len(stack) + len(self.base) >= MAX_DEPTH:
+                if len(stack) + len(base) >= MAX_DEPTH:
                     # the key path of the top-level entry: the full one is as deep as the bomb
                     self.fail(event.start_mark, f"nesting is deeper than {MAX_DEPTH} levels",
                               path[:1], fatal=True)
@@ -223,59 +277,58 @@ class _Composer:
                 if tag and tag not in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "!"):
                     self.fail(event.start_mark, f"unsupported YAML tag '{tag}' on a "
                               f"{'mapping' if is_map else 'sequence'}", path)
-                self._record(stack, path, event.start_mark, None)
-                frame = _Frame("map" if is_map else "seq", path, {} if is_map else [],
-                               anchor=event.anchor)
-                stack.append(frame)
+                self._record(stack, path, event.start_mark)
+                stack.append(_Frame(is_map, path, event.anchor))
                 continue
         return root
 
     def _child_path(self, stack: list[_Frame]) -> KeyPath:
+        """The key path of the next node: a mapping's own path while it waits for a key."""
         if not stack:
             return self.base
         top = stack[-1]
-        if top.kind == "seq":
+        if not top.is_map:
             return (*top.path, len(top.value))
-        if top.has_key:
-            key = top.pending_key
-            return (*top.path, key if isinstance(key, str) else str(key))
+        if top.key is not None:
+            return (*top.path, top.key)
         return top.path
 
-    def _record(self, stack: list[_Frame], path: KeyPath, mark: Any, style: str | None) -> None:
-        if stack and stack[-1].kind == "map" and not stack[-1].has_key:
-            return  # this node is a key, recorded when attached
-        self.smap.values.setdefault(path, self.pos(mark))
-        if style is not None:
-            self.smap.styles[path] = style
+    def _record(self, stack: list[_Frame], path: KeyPath, mark: Any) -> None:
+        """Where a collection or an alias starts (a key is recorded when its value comes)."""
+        if stack and stack[-1].is_map and stack[-1].key is None:
+            return
+        self.smap.values.setdefault(path, (self.shown, mark.line + 1, mark.column + 1))
 
-    def _attach(self, frame: _Frame, value: Any, mark: Any, *, path: KeyPath,
-                scalar_event: Any = None, is_alias: bool = False) -> None:
-        if frame.kind == "seq":
+    def _attach(self, frame: _Frame, value: Any, mark: Any, *, merge: bool) -> None:
+        """A collection or an alias's value into `frame`; under `<<`, a merge when `merge`."""
+        if not frame.is_map:
             frame.value.append(value)
             return
-        if not frame.has_key:
+        key = frame.key
+        if key is None:  # a mapping or an alias where a key belongs
             if isinstance(value, (dict, list)):
                 self.fail(mark, "a mapping key must be a plain value, not a mapping or list",
                           frame.path)
-            key = value if isinstance(value, str) else (
-                scalar_event.value if scalar_event is not None else str(value))
-            frame.pending_key = key
-            frame.pending_key_pos = self.pos(mark)
-            frame.has_key = True
+            frame.key = value if isinstance(value, str) else str(value)
+            frame.key_pos = (self.shown, mark.line + 1, mark.column + 1)
             return
-        key = frame.pending_key
-        frame.has_key = False
-        key_pos = frame.pending_key_pos or self.pos(mark)
-        if key == "<<" and (scalar_event is None or is_alias):
+        frame.key = None
+        key_pos = frame.key_pos
+        assert key_pos is not None  # set with the key
+        if key == "<<" and merge:
             frame.merges.append((value, key_pos))
             return
         if key in frame.value:
-            first = self.smap.keys.get((*frame.path, key))
-            where = f" (first at line {first.line})" if first else ""
-            raise LoadFailure([_diag(key_pos, (*frame.path, key),
-                                     f"duplicate key '{key}'{where}", code="duplicate-key")])
+            self._duplicate(frame, key)
         frame.value[key] = value
         self.smap.keys[(*frame.path, key)] = key_pos
+
+    def _duplicate(self, frame: _Frame, key: str) -> NoReturn:
+        first = self.smap.keys.get((*frame.path, key))
+        where = f" (first at line {first[1]})" if first else ""
+        assert frame.key_pos is not None
+        raise LoadFailure([_diag(Pos(*frame.key_pos), (*frame.path, key),
+                                 f"duplicate key '{key}'{where}", code="duplicate-key")])
 
     def _apply_merges(self, frame: _Frame) -> dict[str, Any]:
         merged: dict[str, Any] = {}
@@ -283,7 +336,7 @@ class _Composer:
             sources = value if isinstance(value, list) else [value]
             for src in sources:
                 if not isinstance(src, dict):
-                    raise LoadFailure([_diag(pos, (*frame.path, "<<"),
+                    raise LoadFailure([_diag(Pos(*pos), (*frame.path, "<<"),
                                              "a '<<' merge needs a mapping or a list of mappings")])
                 for k, v in src.items():
                     if k not in merged:
@@ -291,26 +344,6 @@ class _Composer:
                         self.smap.keys.setdefault((*frame.path, k), pos)
         merged.update(frame.value)
         return merged
-
-    def _scalar(self, event: Any, path: KeyPath, stack: list[_Frame]) -> Any:
-        is_key = bool(stack) and stack[-1].kind == "map" and not stack[-1].has_key
-        if not is_key:
-            self._record(stack, path, event.start_mark, event.style)
-        tag = event.tag
-        if tag == "!file":
-            if is_key:
-                self.fail(event.start_mark, "'!file' cannot be used on a key", path, fatal=True)
-            return self._include(event, path)
-        if is_key:
-            return event.value
-        if tag and tag != "!":
-            return self._tagged_scalar(event, path)
-        if event.style is not None or not event.implicit[0]:
-            return event.value
-        try:
-            return resolve_plain(event.value)
-        except IntegerTooLong as exc:
-            self.fail(event.start_mark, str(exc), path)
 
     def _tagged_scalar(self, event: Any, path: KeyPath) -> Any:
         tag = event.tag
@@ -369,8 +402,9 @@ class _Composer:
         if isinstance(value, (dict, list)):
             return value
         # the text's own lines are in the included file: point there, line for line
-        self.smap.tags[path] = self.smap.values.get(path, self.pos(event.start_mark))
-        self.smap.values[path] = Pos(shown, 1, 1)
+        at = self.smap.values.get(path)
+        self.smap.tags[path] = self.pos(event.start_mark) if at is None else Pos(*at)
+        self.smap.values[path] = (shown, 1, 1)
         self.smap.styles[path] = "file"
         self.smap.files[path] = target
         return text
@@ -407,13 +441,10 @@ def _c_events(text: str) -> Iterator[Any] | None:
     except ImportError:
         return None
 
-    def events() -> Iterator[Any]:
+    def events() -> Iterator[Any]:  # a plain scalar's style is '' here, None in the pure parser
         parser = CParser(text)
         while parser.check_event():
-            event = parser.get_event()
-            if getattr(event, "style", None) == "":
-                event.style = None  # a plain scalar, as the pure parser reports it
-            yield event
+            yield parser.get_event()
 
     return events()
 

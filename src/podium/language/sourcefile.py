@@ -27,13 +27,19 @@ class Pos:
     col: int
 
 
+# A position as the source map keeps it: (file, line, col), 1-based. A load records one for
+# every key and value (tens of thousands in a large workflow) and is asked for a few, so the
+# map holds plain tuples and makes a Pos of the ones asked for.
+At = tuple[str, int, int]
+
+
 @record
 class SourceMap:
     """Positions of keys and values by key path; lookups fall back to the nearest ancestor."""
 
     file: str
-    keys: dict[KeyPath, Pos] = field(default_factory=dict)
-    values: dict[KeyPath, Pos] = field(default_factory=dict)
+    keys: dict[KeyPath, At] = field(default_factory=dict)
+    values: dict[KeyPath, At] = field(default_factory=dict)
     styles: dict[KeyPath, str | None] = field(default_factory=dict)
     # values read as text from a `!file` include: the file, and where its `!file` tag is
     files: dict[KeyPath, Path] = field(default_factory=dict)
@@ -42,20 +48,20 @@ class SourceMap:
     def key(self, path: KeyPath) -> Pos:
         """Where the key of `path` is written (or the closest enclosing thing)."""
         p = tuple(path)
+        keys, values = self.keys, self.values
         while p:
-            if p in self.keys:
-                return self.keys[p]
-            if p in self.values:
-                return self.values[p]
+            at = keys.get(p) or values.get(p)
+            if at is not None:
+                return Pos(*at)
             p = p[:-1]
-        return self.values.get((), Pos(self.file, 1, 1))
+        at = values.get(())
+        return Pos(self.file, 1, 1) if at is None else Pos(*at)
 
     def value(self, path: KeyPath) -> Pos:
         """Where the value at `path` starts (or the closest enclosing thing)."""
         p = tuple(path)
-        if p in self.values:
-            return self.values[p]
-        return self.key(p)
+        at = self.values.get(p)
+        return self.key(p) if at is None else Pos(*at)
 
     def style(self, path: KeyPath) -> str | None:
         return self.styles.get(tuple(path))
