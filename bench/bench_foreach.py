@@ -190,9 +190,9 @@ def _patch(variant: str) -> None:
 
         templating.TemplateEngine.compile = compile_once  # type: ignore[method-assign]
     if level >= 3:
-        import podium.store.sqlite as sqlite_store
+        from podium.store import sqlcore
 
-        sqlite_store._defers = (  # type: ignore[attr-defined]
+        sqlcore.defers = (  # type: ignore[assignment]
             lambda e: e.type not in ("checkpoint", "run_finished", "run_started"))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers_engine import read_jsonl, run_cli, run_yaml, write
+from helpers_engine import cli_env, podium_argv, read_jsonl, run_cli, run_yaml, wait_until, write
 from podium.events.model import SCHEMA_VERSION, Event, RunFinished, parse_event
 
 WF = """
@@ -60,6 +60,78 @@ def test_every_jsonl_line_parses_back_into_its_event(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     for e in read_jsonl(log):
         assert parse_event(e).type == e["type"]
+
+
+WAITING = """
+workflow: {name: waiting, entry_point: a}
+agents:
+  - {name: a, type: set, value: 1, routes: [{to: b}]}
+  - name: b
+    type: script
+    command: python
+    args: ["-c", "import pathlib, time; pathlib.Path('ready').touch()\\nwhile not pathlib.Path('go').exists(): time.sleep(0.02)"]
+    working_dir: "{{ workflow.dir }}"
+output:
+  a: "{{ a.output }}"
+"""
+
+
+def test_the_jsonl_copy_holds_what_the_store_has_committed_while_a_step_runs(
+        tmp_path: Path) -> None:
+    """The JSONL copy reaches its file when the store commits: while the script step waits,
+    the file holds exactly the events the store holds (the set step's, committed with its
+    checkpoint, and the script's start), and the rest comes with the run's end."""
+    import subprocess
+    from contextlib import closing
+
+    from podium.store.sqlite import SQLiteStore
+
+    path = write(tmp_path, WAITING)
+    log = tmp_path / "events.jsonl"
+    home = tmp_path / "home"
+    proc = subprocess.Popen(podium_argv("run", path, "--events", log), cwd=tmp_path,
+                            env=cli_env(home), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until((tmp_path / "ready").exists, timeout=30)
+        copied = [(e["seq"], e["type"]) for e in read_jsonl(log)]
+        run_id = read_jsonl(log)[0]["run_id"]
+        with closing(SQLiteStore(home / "podium.db")) as store:
+            stored = [(e["seq"], e["type"]) for e in store.events(run_id)]
+        assert copied == stored
+        assert [t for _, t in copied] == ["run_started", "step_started", "step_finished",
+                                          "route_taken", "checkpoint", "step_started"]
+        (tmp_path / "go").touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    events = read_jsonl(log)
+    assert events[-1]["type"] == "run_finished"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_the_jsonl_copy_writes_a_set_step_with_its_checkpoint(tmp_path: Path) -> None:
+    """What the store commits in one transaction reaches the JSONL file in one write: a
+    `set` step's start, end and route wait for its checkpoint; a script's start does not."""
+    from podium.events.model import Checkpointed, RouteTaken, StepFinished, StepStarted
+    from podium.events.sinks.jsonl import JsonlSink
+
+    log = tmp_path / "events.jsonl"
+    sink = JsonlSink(log)
+    on_disk = []
+    for seq, event in enumerate([
+            StepStarted(step="a", step_type="set", iteration=1, run_iteration=1),
+            StepFinished(step="a", step_type="set", iteration=1, elapsed=0.0, output=1),
+            RouteTaken(from_step="a", to_step="b", route_index=0),
+            Checkpointed(step="a", next_step="b", run_iteration=1),
+            StepStarted(step="b", step_type="script", iteration=1, run_iteration=2)], 1):
+        sink.handle(event.model_copy(update={"run_id": "r", "seq": seq}))
+        on_disk.append(len(read_jsonl(log)) if log.exists() else 0)
+    sink.close()
+    assert on_disk == [0, 0, 0, 4, 5]
 
 
 class ExplodingSink:

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from podium.events.commits import completes_step, defers
 from podium.events.model import Checkpointed, Event, event_json
 from podium.events.redact import Redactor
-from podium.language.model import END
 from podium.records import record
 from podium.store.base import (
     Checkpoint,
@@ -33,24 +33,8 @@ from podium.store.base import (
     StoreError,
 )
 
-# Events that complete a step wait for the checkpoint's commit.
-_DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
 _JSON_COLUMNS = frozenset({"inputs", "output", "options"})
 _RUN_COLUMNS = tuple(RunRecord.__dataclass_fields__)
-
-# Steps that only compute from the run's state (no process, model, person or clock to wait
-# for): the start of one commits with its end, one transaction per step instead of two (a
-# `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
-# such a step start when it has finished; one killed half-way is as if it never started.
-_INSTANT = frozenset({"set"})
-# A group member's agent starts in the same commit as the next thing it records, its prompt
-# (or its failure): the prompt is rendered from the run's state right after it, so a reader
-# sees the member start a moment later (its group is seen running meanwhile), and a member
-# then killed is as if it never started. One transaction less per member of an agent
-# fan-out (docs/performance.md). A top-level agent's start commits at once: creating its
-# provider or starting its MCP servers may take seconds, which its run must show. While a
-# group holds its run's commits (hold()), a prompt is a member's (the run's own thread waits
-# for the group): the start and the prompt join the batch, not a transaction of their own.
 
 _SWAP_TRIES = 50  # change_run_options: writers racing on one run's options
 
@@ -84,32 +68,6 @@ class _Pending:
     consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
     step: bool = False  # holds a finished step's events
     checkpoint: bool = False  # ... and the checkpoint that commits them
-
-
-def _completes_step(event: Event) -> bool:
-    """Does this event complete a step that its checkpoint must commit? A group member's
-    step_finished does not: a member is committed on its own as soon as it finishes, so a
-    resume after a kill inside the group reuses it instead of running it again."""
-    # the field read from the model's own values: an event type without it (route_taken)
-    # would go through pydantic's __getattr__ and an AttributeError, on every event
-    return event.type in _DEFERRED and event.__dict__.get("group") is None
-
-
-def _defers(event: Event) -> bool:
-    """Does this event wait with its run's pending writes (for a checkpoint or run_finished)?"""
-    if _completes_step(event):
-        return True
-    if event.type == "step_started":
-        kind = event.__dict__.get("step_type")
-        if kind in _INSTANT and event.__dict__.get("group") is None:
-            return True
-        if kind == "agent" and event.__dict__.get("group") is not None:
-            return True
-    if event.type == "model_exchange" and event.__dict__.get("group") is not None:
-        # a group member's answer: what follows it (the member's end, or its parse
-        # recovery) commits at once, and a member killed before its end runs again anyway
-        return True
-    return isinstance(event, Checkpointed) and event.next_step in (None, END)
 
 
 def gone(run_id: str, where: str) -> str:
@@ -393,7 +351,7 @@ class SQLCore:
                 if dropped:
                     event = event.model_copy(update={"seq": min(dropped)})
             pending = self._pending_of(event.run_id)
-            if _completes_step(event):
+            if completes_step(event):
                 pending.step = True
             elif event.type == "checkpoint":
                 pending.checkpoint = True
@@ -408,7 +366,7 @@ class SQLCore:
                 pending.writes.append((q.checkpoint_upsert, (event.run_id, event.seq,
                                                              event.step, event.next_step,
                                                              event.ts)))
-            if not _defers(event):
+            if not defers(event):
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
                 held = self._held.get(event.run_id)

@@ -1,11 +1,14 @@
-"""A JSONL event log: one compact JSON object per event, flushed as it is written. It is a copy
-of what the run store holds, so live-only events (streamed `model_delta`) are not written."""
+"""A JSONL event log: one compact JSON object per event. It is a copy of what the run store
+holds, so live-only events (streamed `model_delta`) are not written, and it reaches the file
+when the store commits (events/commits.py): an event that waits for its step's checkpoint
+waits in the buffer with it. A `set` step's four events are one write, not four."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import IO
 
+from podium.events.commits import defers
 from podium.events.model import LIVE_ONLY, Event, event_json
 
 
@@ -26,9 +29,10 @@ class JsonlSink:
             self._fh = self.path.open(self._mode, encoding="utf-8")
             self._mode = "a"
         self._fh.write(event_json(event) + "\n")
-        self._fh.flush()
         if event.type == "run_finished" and event.parent_run_id is None:
             self._fh.close()
+        elif not defers(event):
+            self._fh.flush()
 
     def close(self) -> None:
         if self._fh is not None:
