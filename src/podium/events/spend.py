@@ -199,8 +199,11 @@ class SpendMeter:
         self._lock = threading.Lock()
 
     def handle(self, event: Any) -> None:
-        if _get(event, "type") == "model_exchange" and _get(event, "run_id") == self.run_id:
-            call = call_of(event)
+        # a bus hands events, whose values are their __dict__: read as a dict, every event of
+        # the run is asked its type without the Mapping ABC's check
+        fields = event if type(event) is dict else getattr(event, "__dict__", event)
+        if _get(fields, "type") == "model_exchange" and _get(fields, "run_id") == self.run_id:
+            call = call_of(fields)
             with self._lock:
                 self._calls.append(call)
                 self._sum.add(call.spend)

@@ -22,15 +22,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from podium.events.model import (
     Event,
     ModelDelta,
     ModelExchange,
     PromptRendered,
-    RunFinished,
-    RunStarted,
     StepFailed,
     StepFinished,
 )
@@ -129,26 +127,32 @@ class LiveSink:
     def handle(self, event: Event) -> None:
         if self._broken:
             return
-        if isinstance(event, ModelDelta):
+        # dispatched on the type's name: an isinstance of a pydantic model goes through its
+        # metaclass, and every event of a run passes here
+        kind = event.type
+        if kind == "model_delta":
+            delta = cast(ModelDelta, event)
             with self._cond:
-                fold = self._fold(event.run_id, event.step, event.iteration)
-                fold.add(event)
+                fold = self._fold(delta.run_id, delta.step, delta.iteration)
+                fold.add(delta)
                 self._mark(fold)
-        elif isinstance(event, PromptRendered):
+        elif kind == "prompt_rendered":
+            prompt = cast(PromptRendered, event)
             with self._cond:
-                fold = self._fold(event.run_id, event.step, event.iteration)
+                fold = self._fold(prompt.run_id, prompt.step, prompt.iteration)
                 # the window is looked up when the row is first written (the live thread):
                 # a step that never streams long enough to write one never pays the lookup
                 # (genai-prices' table, ~0.1-0.3 s to import)
-                fold.model, fold.provider, fold.look_up = event.model, event.provider, True
-                fold.chars += len(event.prompt) + len(event.system_prompt or "")
-        elif isinstance(event, ModelExchange):
-            self._counted(event)
-        elif isinstance(event, StepFinished | StepFailed):
-            self._clear(event.run_id, live_key(event.step, event.iteration))
-        elif isinstance(event, RunFinished):
+                fold.model, fold.provider, fold.look_up = prompt.model, prompt.provider, True
+                fold.chars += len(prompt.prompt) + len(prompt.system_prompt or "")
+        elif kind == "model_exchange":
+            self._counted(cast(ModelExchange, event))
+        elif kind in ("step_finished", "step_failed"):
+            ended = cast(StepFinished | StepFailed, event)
+            self._clear(ended.run_id, live_key(ended.step, ended.iteration))
+        elif kind == "run_finished":
             self._clear(event.run_id, None)
-        elif isinstance(event, RunStarted) and event.resumed:
+        elif kind == "run_started" and event.__dict__.get("resumed"):
             self._clear(event.run_id, None, always=True)  # what a killed attempt left
 
     def _fold(self, run_id: str, step: str, iteration: int) -> _Fold:
