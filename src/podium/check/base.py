@@ -95,6 +95,7 @@ class CheckerBase:
         self._analysed: dict[tuple[str, bool], tuple[list[Ref], list[UsedName]]
                              | RenderFailure] = {}
         self.partials_cache: Any = None  # check/partials.py's Partials, made when needed
+        self._inputs_of: dict[int, list[Declared]] = {}  # id(step) -> its input: parsed
 
     def err(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "invalid",
             at: str = "key") -> None:
@@ -135,7 +136,11 @@ class CheckerBase:
         return sorted(names)
 
     def _declared(self, step: StepBase) -> list[Declared]:
-        out = []
+        """The step's `input:` list, parsed (once: every template of the step asks)."""
+        known = self._inputs_of.get(id(step))
+        if known is not None:
+            return known
+        out = self._inputs_of[id(step)] = []
         for raw in step.input:
             text = raw.strip()
             optional = text.endswith("?")

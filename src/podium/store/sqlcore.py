@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any
+from typing import Any, cast
 
 from podium.events.commits import completes_step, defers
 from podium.events.model import Checkpointed, Event, event_json
@@ -361,11 +361,12 @@ class SQLCore:
                 pending.writes.append((q.event_insert, (event.run_id, event.seq, event.type,
                                                         event.ts, event_json(event))))
             pending.writes.extend(self._summarise(event))
-            if isinstance(event, Checkpointed) and not self._numbering:
+            if not self._numbering and event.type == "checkpoint":
                 # the commit point of the step before it
-                pending.writes.append((q.checkpoint_upsert, (event.run_id, event.seq,
-                                                             event.step, event.next_step,
-                                                             event.ts)))
+                point = cast(Checkpointed, event)
+                pending.writes.append((q.checkpoint_upsert, (point.run_id, point.seq,
+                                                             point.step, point.next_step,
+                                                             point.ts)))
             if not defers(event):
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
