@@ -203,14 +203,18 @@ BINDING = [
     "{% with h = 1 %}{% set i = h %}{% endwith %}", "{% block b %}{% set j = 1 %}{% endblock %}",
     "{% import 'x' as k %}{% from 'y' import l1, l2 as l3 %}",
     "{% for a, b in c %}{% set (m1, m2) = (1, 2) %}{% endfor %}{{ (a | f(b))[0].x }}",
+    "{% include 'a.md' %}{% if x %}{% include ['b.md', 'c.md'] %}{% else %}"
+    "{% extends 'd' %}{% endif %}{% for i in l %}{% from 'e' import f %}{% endfor %}",
 ]
 
 
 def test_the_binder_walk_finds_what_find_all_finds() -> None:
-    """check/references.py looks for the names a template binds by walking its statements
-    only; Jinja's find_all walks every node. Both find the same binders in every template of
-    the corpus and in each kind of binding statement."""
-    from podium.check.references import _BINDERS, _bound, _statements
+    """check/references.py looks for the names a template binds (and check/partials.py for
+    its includes) by walking its statements only; Jinja's find_all walks every node. Both
+    find the same statements, in the same order, in every template of the corpus and in each
+    kind of binding statement."""
+    from podium.check.partials import _TAGS
+    from podium.check.references import _BINDERS, _bound, statements
 
     walked = 0
     for source in BINDING + _corpus_templates():
@@ -218,8 +222,9 @@ def test_the_binder_walk_finds_what_find_all_finds() -> None:
             tree = ENV.parse(source)
         except Exception:  # a broken template of the corpus: nothing to walk
             continue
-        found = {id(n) for n in _statements(tree.body) if isinstance(n, _BINDERS)}
-        assert found == {id(n) for n in tree.find_all(_BINDERS)}, repr(source)
-        walked += bool(found)
+        for kinds in (_BINDERS, _TAGS):
+            found = [id(n) for n in statements(tree.body) if isinstance(n, kinds)]
+            assert found == [id(n) for n in tree.find_all(kinds)], repr(source)  # in order
+            walked += bool(found)
     assert walked >= len(BINDING)
     assert _bound(ENV.parse(BINDING[2])) == {"b", "c", "m", "inner"}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from jinja2 import nodes
 
 from podium.check.base import TemplateSite
+from podium.check.references import statements
 from podium.language.source import display_path
 from podium.templating import RenderFailure
 from podium.templating.partials import PartialError, read_partial, resolve_partial
@@ -71,7 +72,9 @@ class Partials:
             tree = self.checker.engine.parse(source)
         except RenderFailure:
             return  # reported where the text is checked
-        for node in tree.find_all(_TAGS):
+        for node in statements(tree.body):  # the tags are statements
+            if not isinstance(node, _TAGS):
+                continue
             for name in _names(node):
                 try:
                     path = resolve_partial(name, parent, self.roots)

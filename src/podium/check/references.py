@@ -311,7 +311,7 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
                                                     for n in tree.body):
         return frozenset()
     names: set[str] = set()
-    for node in _statements(tree.body):
+    for node in statements(tree.body):
         if not isinstance(node, _BINDERS):
             continue
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
@@ -325,18 +325,21 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
     return frozenset(names)
 
 
-def _statements(body: list[nodes.Node]) -> Iterator[nodes.Node]:
-    """Every statement under `body`, at any depth. Only a statement holds statements (in
-    its list fields: a body, an `else`, the `elif`s), never an expression, so the walk skips
-    every expression (`find_all` visits each of their nodes)."""
-    stack = list(body)
+def statements(body: list[nodes.Node]) -> Iterator[nodes.Node]:
+    """Every statement under `body`, at any depth, in the order `find_all` visits them. Only
+    a statement holds statements (in its list fields: a body, an `else`, the `elif`s), never
+    an expression, so the walk skips every expression (`find_all` visits each of their
+    nodes)."""
+    stack = list(reversed(body))
     while stack:
         node = stack.pop()
         yield node
+        inner: list[nodes.Node] = []
         for name in node.fields:
             value = getattr(node, name)
             if type(value) is list:
-                stack.extend(v for v in value if isinstance(v, nodes.Stmt))
+                inner.extend(v for v in value if isinstance(v, nodes.Stmt))
+        stack.extend(reversed(inner))
 
 
 def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
