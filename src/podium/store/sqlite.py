@@ -117,12 +117,24 @@ class _RowUpdate:
                 (*[p for _, _, params in self.cols.values() for p in params], run_id))
 
 
+# statement -> whether it updates a run's row: asked of every write of a transaction, three
+# times (a fan-out's batch holds thousands), of a few texts (kept up to a bound: merged
+# updates vary with their columns)
+_ROW_UPDATES: dict[str, bool] = {}
+
+
 def _row_of(w: _Write | Event) -> str | None:
     """The run whose row `w` updates, when it is a run-row UPDATE (its last parameter)."""
-    head, tail = _RUN_UPDATE
-    if isinstance(w, tuple) and w[0].startswith(head) and w[0].endswith(tail):
-        return str(w[1][-1])
-    return None
+    if type(w) is not tuple:
+        return None
+    sql = w[0]
+    is_row = _ROW_UPDATES.get(sql)
+    if is_row is None:
+        head, tail = _RUN_UPDATE
+        is_row = sql.startswith(head) and sql.endswith(tail)
+        if len(_ROW_UPDATES) < 1024:
+            _ROW_UPDATES[sql] = is_row
+    return str(w[1][-1]) if is_row else None
 
 
 def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
