@@ -134,6 +134,42 @@ def test_the_jsonl_copy_writes_a_set_step_with_its_checkpoint(tmp_path: Path) ->
     assert on_disk == [0, 0, 0, 4, 5]
 
 
+def test_the_jsonl_copy_writes_a_groups_members_with_each_batch(tmp_path: Path) -> None:
+    """While a group batches its members' commits (the bus's hold), their lines reach the
+    file with each batch, as the store commits them; another run's lines, and the run's own
+    once the group ends, as they come."""
+    from podium.events.model import PromptRendered, StepFinished, StepStarted
+    from podium.events.sinks.jsonl import JsonlSink
+
+    log = tmp_path / "events.jsonl"
+    sink = JsonlSink(log)
+    lines = iter(range(1, 100))
+
+    def feed(event: Event, run_id: str = "r") -> int:
+        sink.handle(event.model_copy(update={"run_id": run_id, "seq": next(lines)}))
+        return len(read_jsonl(log)) if log.exists() else 0
+
+    def member(i: int) -> list[Event]:
+        return [StepStarted(step="w", step_type="agent", iteration=i, run_iteration=i, group="g"),
+                PromptRendered(step="w", iteration=i, provider="copilot", prompt=f"item {i}"),
+                StepFinished(step="w", step_type="agent", iteration=i, elapsed=0.1, group="g")]
+
+    try:
+        sink.on_hold("r")
+        assert [feed(e) for e in member(1) + member(2)] == [0] * 6
+        sink.on_commit_held("r")
+        assert len(read_jsonl(log)) == 6
+        assert feed(PromptRendered(step="c", iteration=1, provider="copilot", prompt="x"),
+                    run_id="child") == 7  # a run the group does not hold
+        assert [feed(e) for e in member(3)] == [7, 7, 7]
+        sink.on_release("r")
+        assert len(read_jsonl(log)) == 10
+        # the group has ended: a member's start waits for its prompt, as the store's does
+        assert [feed(e) for e in member(4)] == [10, 12, 13]
+    finally:
+        sink.close()
+
+
 class ExplodingSink:
     def __init__(self) -> None:
         self.calls = 0

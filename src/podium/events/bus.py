@@ -139,15 +139,35 @@ class EventBus:
             if hold is not None:
                 hold(self.run_id, wake)
                 held = True
+        if held:  # a sink that writes as the store commits (the JSONL copy) batches too
+            self._each_sink("on_hold")
         return held
 
     def commit_held(self) -> None:
         """Commit what the members' events left waiting; a failure stops the run, as a
         failed commit inside an emit does."""
         self._each_committer("commit_held")
+        self._each_sink("on_commit_held")
 
     def release(self) -> None:
         self._each_committer("release")
+        self._each_sink("on_release")
+
+    def _each_sink(self, method: str) -> None:
+        """Tell the sinks that follow the hold (`on_hold`, `on_commit_held`, `on_release`, each
+        given the run id; the JSONL copy): under the lock their events are handed out under,
+        and a sink that fails is disabled, as in _observe."""
+        with self._lock:
+            for i, sink in enumerate(self.sinks):
+                fn = getattr(sink, method, None)
+                if fn is None or i in self._broken:
+                    continue
+                try:
+                    fn(self.run_id)
+                except Exception as exc:
+                    self._broken.add(i)
+                    sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and "
+                                     f"was disabled: {type(exc).__name__}: {exc}\n")
 
     def _each_committer(self, method: str) -> None:
         for committer in self.committers:

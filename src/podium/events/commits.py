@@ -54,3 +54,10 @@ def defers(event: Event) -> bool:
         return True
     # by its type's name: an isinstance of a pydantic model goes through its metaclass
     return event.type == "checkpoint" and event.__dict__.get("next_step") in (None, END)
+
+
+def batched(event: Event) -> bool:
+    """While a group holds its run's commits (the store's hold()), does this event wait for
+    the group's batch? A member's events and a prompt do (the run's own thread waits for the
+    group, so a prompt is a member's); the group's own events commit as they come."""
+    return event.__dict__.get("group") is not None or event.type == "prompt_rendered"

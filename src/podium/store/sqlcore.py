@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, cast
 
-from podium.events.commits import completes_step, defers
+from podium.events.commits import batched, completes_step, defers
 from podium.events.model import Checkpointed, Event, event_json
 from podium.events.redact import Redactor
 from podium.records import record
@@ -371,8 +371,7 @@ class SQLCore:
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
                 held = self._held.get(event.run_id)
-                if held is not None and (event.__dict__.get("group") is not None
-                                         or event.type == "prompt_rendered"):
+                if held is not None and batched(event):
                     if not held[1]:  # the batch's first: the group commits it soon
                         held[1] = True
                         held[0]()

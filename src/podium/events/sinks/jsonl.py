@@ -1,14 +1,15 @@
 """A JSONL event log: one compact JSON object per event. It is a copy of what the run store
 holds, so live-only events (streamed `model_delta`) are not written, and it reaches the file
 when the store commits (events/commits.py): an event that waits for its step's checkpoint
-waits in the buffer with it. A `set` step's four events are one write, not four."""
+waits in the buffer with it. A `set` step's four events are one write, not four; while a group
+batches its members' commits (the bus's hold), their events reach the file with each batch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import IO
 
-from podium.events.commits import defers
+from podium.events.commits import batched, defers
 from podium.events.model import LIVE_ONLY, Event, event_json
 
 
@@ -21,6 +22,7 @@ class JsonlSink:
         self.path = path
         self._mode = "a" if append else "w"
         self._fh: IO[str] | None = None  # opened by the first event
+        self._holding: set[str] = set()  # runs whose group batches its members' commits
 
     def handle(self, event: Event) -> None:
         if event.type in LIVE_ONLY:
@@ -31,8 +33,22 @@ class JsonlSink:
         self._fh.write(event_json(event) + "\n")
         if event.type == "run_finished" and event.parent_run_id is None:
             self._fh.close()
-        elif not defers(event):
+        elif not defers(event) and not (event.run_id in self._holding and batched(event)):
             self._fh.flush()
+
+    # the bus's hold (events/bus.py): while a group's members commit in batches, their lines
+    # reach the file with each batch
+
+    def on_hold(self, run_id: str) -> None:
+        self._holding.add(run_id)
+
+    def on_commit_held(self, run_id: str) -> None:
+        if self._fh is not None and not self._fh.closed:
+            self._fh.flush()
+
+    def on_release(self, run_id: str) -> None:
+        self._holding.discard(run_id)
+        self.on_commit_held(run_id)
 
     def close(self) -> None:
         if self._fh is not None:
