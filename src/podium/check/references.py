@@ -170,9 +170,6 @@ class _Collector:
             for child in getattr(node, "nodes" if kind is nodes.Output else "body"):
                 self.visit(child, local, guards)
             return
-        if kind is nodes.Getattr or kind is nodes.Name:  # a read: the commonest expression
-            self._read(node, local, guards)
-            return
         if isinstance(node, (nodes.For,)):
             self.visit(node.iter, local, guards)
             names = _target_names(node.target)
@@ -267,24 +264,17 @@ class _Collector:
                     self.visit(part, local, guards)
             return
         if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
-            self._read(node, local, guards)
-            return
+            got = _chain(node)
+            if got is not None:
+                name, chain = got
+                if name.ctx == "load" and name.name not in local:
+                    guarded = chain[0] in guards or ".".join(chain[:2]) in guards
+                    self.refs.append(Ref(chain, guarded, node.lineno, present=self.facts[0],
+                                         absent=self.facts[1]))
+                if isinstance(node, nodes.Getitem):
+                    self._visit_subscripts(node, local, guards)
+                return
         self._generic(node, local, guards)
-
-    def _read(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
-        """A name, or an attribute or item of one: a reference (unless bound in the
-        template); an item's subscript is walked too."""
-        got = _chain(node)
-        if got is None:
-            self._generic(node, local, guards)
-            return
-        name, chain = got
-        if name.ctx == "load" and name.name not in local:
-            guarded = chain[0] in guards or ".".join(chain[:2]) in guards
-            self.refs.append(Ref(chain, guarded, node.lineno, present=self.facts[0],
-                                 absent=self.facts[1]))
-        if isinstance(node, nodes.Getitem):
-            self._visit_subscripts(node, local, guards)
 
     def _visit_subscripts(self, node: nodes.Node, local: frozenset[str],
                           guards: frozenset[str]) -> None:

@@ -17,7 +17,6 @@ one line): a prompt's optional part.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
 
 from jinja2 import nodes
 from jinja2.environment import Environment
@@ -52,7 +51,6 @@ _NOT_TEXT = re.compile(r"[{}\r\0]")
 # names Jinja's parser reads as something other than a variable (constants, operators)
 _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "none": None,
               "None": None}
-_N = TypeVar("_N", bound=nodes.Node)
 _WORDS = frozenset({*_CONSTANTS, "and", "or", "not", "in", "is", "if", "else", "recursive"})
 
 
@@ -71,7 +69,7 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     def flush() -> None:
         if data:
             (body if block is None else block.body).append(
-                _node(nodes.Output, data[0].lineno, env, data[:]))
+                nodes.Output(data[:], lineno=data[0].lineno, environment=env))
             data.clear()
 
     for m in _PART.finditer(source):
@@ -79,7 +77,7 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             text = source[pos:m.start()]
             if _NOT_TEXT.search(text):
                 return None
-            data.append(_node(nodes.TemplateData, line, env, text))
+            data.append(nodes.TemplateData(text, lineno=line, environment=env))
             line += text.count("\n")
         pos = m.end()
         if m.group("open") is not None:
@@ -89,9 +87,9 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             test = _dotted(m.group("test"), line, env)
             if test is None:
                 return None
-            block = _node(nodes.If, line, env,
-                          _node(nodes.Test, line, env, test, "defined", [], [], None, None),
-                          [], [], [])
+            block = nodes.If(nodes.Test(test, "defined", [], [], None, None, lineno=line,
+                                        environment=env), [], [], [], lineno=line,
+                             environment=env)
             continue
         if m.group("close") is not None:
             if block is None:
@@ -115,17 +113,18 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             right = _operand(operand, line, env)
             if right is None:
                 return None
-            node = _node(nodes.Compare, line, env, node,
-                         [_node(nodes.Operand, None, env, _OPS[op], right)])
+            node = nodes.Compare(node, [nodes.Operand(_OPS[op], right, environment=env)],
+                                 lineno=line, environment=env)
         elif filters is not None:
             for name in filters.replace("|", " ").split():
                 if name in _WORDS:
                     return None
-                node = _node(nodes.Filter, line, env, node, name, [], [], None, None)
+                node = nodes.Filter(node, name, [], [], None, None, lineno=line,
+                                    environment=env)
         if math is not None:
             number = _operand(m.group("number"), line, env)
             assert number is not None  # a decimal number
-            node = _node(_MATH[math], line, env, node, number)
+            node = _MATH[math](node, number, lineno=line, environment=env)
         data.append(node)
         line += m.group(0).count("\n") - lead.count("\n")
     if block is not None or not pos:
@@ -133,44 +132,30 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
     if pos < len(source):
         if _NOT_TEXT.search(source, pos):
             return None
-        data.append(_node(nodes.TemplateData, line, env, source[pos:]))
+        data.append(nodes.TemplateData(source[pos:], lineno=line, environment=env))
     flush()
     # every node has `env` from its construction, as set_environment() would give it
-    return _node(nodes.Template, 1, env, body)
-
-
-_object_new = object.__new__
-
-
-def _node(cls: type[_N], line: int | None, env: Environment, *values: Any) -> _N:
-    """What `cls(*values, lineno=line, environment=env)` builds (the same node, fields and
-    attributes), without Node.__init__'s argument checks and its setattr per field and
-    attribute: that constructor was half of this module's time."""
-    node = _object_new(cls)
-    attrs = node.__dict__
-    attrs.update(zip(cls.fields, values, strict=True))
-    attrs["lineno"] = line
-    attrs["environment"] = env
-    return node
+    return nodes.Template(body, lineno=1, environment=env)
 
 
 def _dotted(text: str, line: int, env: Environment) -> nodes.Expr | None:
     parts = text.split(".")
     if any(p in _WORDS for p in parts):
         return None
-    node: nodes.Expr = _node(nodes.Name, line, env, parts[0], "load")
+    node: nodes.Expr = nodes.Name(parts[0], "load", lineno=line, environment=env)
     for attr in parts[1:]:
-        node = _node(nodes.Getattr, line, env, node, attr, "load")
+        node = nodes.Getattr(node, attr, "load", lineno=line, environment=env)
     return node
 
 
 def _operand(text: str, line: int, env: Environment) -> nodes.Expr | None:
     if text in _CONSTANTS:
-        return _node(nodes.Const, line, env, _CONSTANTS[text])
+        return nodes.Const(_CONSTANTS[text], lineno=line, environment=env)
     if text[0] in "'\"":
-        return _node(nodes.Const, line, env, text[1:-1])
+        return nodes.Const(text[1:-1], lineno=line, environment=env)
     if text[0].isdigit():
-        return _node(nodes.Const, line, env, float(text) if "." in text else int(text))
+        return nodes.Const(float(text) if "." in text else int(text), lineno=line,
+                           environment=env)
     return _dotted(text, line, env)
 
 
