@@ -178,3 +178,45 @@ def test_help_prints_the_stored_text_on_a_wide_terminal_and_asks_typer_on_a_narr
         env={**cli_env(Path("/nonexistent-podium-home")), "COLUMNS": "120"},
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False)
     assert wide_typer.stdout == HELP  # typer itself at 120 columns: what is stored
+
+
+def test_validate_pauses_the_collector_only_while_it_checks(tmp_path: Path) -> None:
+    """validate_file keeps the cyclic collector off while it loads and checks a file (it
+    walked their objects again and again) and gives it back as it was: on after a check, a
+    failed read, and checks running at once on two threads; off when it was off."""
+    import threading
+
+    from podium.check import validate as v
+    from podium.language.source import FileUnreadable
+
+    seen: list[bool] = []
+    real = v.load_workflow
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    v.load_workflow = spy  # type: ignore[assignment]
+    try:
+        assert gc.isenabled()
+        assert not v.validate_file(ARTICLE).sink.errors
+        assert seen == [False]
+        assert gc.isenabled()
+        with pytest.raises(FileUnreadable):
+            v.validate_file(tmp_path / "missing.yaml")
+        assert gc.isenabled()
+        threads = [threading.Thread(target=v.validate_file, args=(ARTICLE,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen[2:] == [False] * 4
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            v.validate_file(ARTICLE)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        v.load_workflow = real  # type: ignore[assignment]
