@@ -156,7 +156,7 @@ class EventBus:
     def _each_sink(self, method: str) -> None:
         """Tell the sinks that follow the hold (`on_hold`, `on_commit_held`, `on_release`, each
         given the run id; the JSONL copy): under the lock their events are handed out under,
-        and a sink that fails is disabled, as in _observe."""
+        and a sink that fails is disabled."""
         with self._lock:
             for i, sink in enumerate(self.sinks):
                 fn = getattr(sink, method, None)
@@ -165,9 +165,7 @@ class EventBus:
                 try:
                     fn(self.run_id)
                 except Exception as exc:
-                    self._broken.add(i)
-                    sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and "
-                                     f"was disabled: {type(exc).__name__}: {exc}\n")
+                    self._disable(i, sink, exc)
 
     def _each_committer(self, method: str) -> None:
         for committer in self.committers:
@@ -188,9 +186,13 @@ class EventBus:
             try:
                 sink.handle(stamped)
             except Exception as exc:  # a sink must never break the run
-                self._broken.add(i)
-                sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
-                                 f"disabled: {type(exc).__name__}: {exc}\n")
+                self._disable(i, sink, exc)
+
+    def _disable(self, i: int, sink: Sink, exc: Exception) -> None:
+        """A sink failed: it gets no more events, and the run goes on."""
+        self._broken.add(i)
+        sys.stderr.write(f"podium: event sink {type(sink).__name__} failed and was "
+                         f"disabled: {type(exc).__name__}: {exc}\n")
 
     def _redacted(self, event: Event) -> Event:
         return self.redactor.event(event)  # value by value: the event stays valid JSON
