@@ -17,7 +17,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from podium import __version__
+from podium import __version__, collector
 from podium.clock import Clock, SystemClock
 from podium.engine.children import ChildRuns
 from podium.engine.routing import choose_route
@@ -348,7 +348,8 @@ class Engine:
                                      instructions=self._cli_instructions()))
         restore = self._install_sigterm() if self.depth == 0 else (lambda: None)
         try:
-            return self._loop(start or wf.entry_point, once)
+            with collector.relaxed():  # a run's objects are hardly ever in a cycle
+                return self._loop(start or wf.entry_point, once)
         finally:
             restore()
             if self.owns_providers:
