@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from podium.tools.base import Toolbox, ToolError
+from podium.tools.base import Toolbox, ToolError, wanted_names
 from podium.tools.mcp import McpHub
-from podium.tools.select import build_toolbox, wanted_names
+from podium.tools.select import build_toolbox
 from podium.tools.workspace import (
     COMMAND_OUTPUT_BYTES,
     WORKSPACE_TOOL_NAMES,

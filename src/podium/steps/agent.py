@@ -105,9 +105,9 @@ def _provider(run: RunServices, name: str) -> Provider:
 def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbox | None:
     """The tools the model is offered (tools/select.py), or None for none."""
     from podium.events.redact import secret_names
-    from podium.tools.base import ToolError
+    from podium.tools.base import ToolError, wanted_names
     from podium.tools.mcp import McpHub
-    from podium.tools.select import build_toolbox, wanted_names
+    from podium.tools.select import build_toolbox
 
     run = call.run
     runtime = run.workflow.workflow.runtime
@@ -596,7 +596,7 @@ def _unwrap_scalars(value: dict[str, Any], step: AgentStep) -> dict[str, Any]:
 
 
 def _effective_tools(step: AgentStep, root: list[str]) -> tuple[str, ...] | None:
-    from podium.tools.select import wanted_names
+    from podium.tools.base import wanted_names  # not select.py: it loads the MCP client
 
     names = wanted_names(step.tools, root)
     return None if names is None else tuple(names)

@@ -22,13 +22,6 @@ from podium.tools.mcp import SEP, McpHub
 from podium.tools.workspace import WORKSPACE_TOOL_NAMES, Workspace
 
 
-def wanted_names(agent_tools: list[str] | None, root_tools: list[str]) -> list[str] | None:
-    """The names an agent asks for, or None for "everything"."""
-    if agent_tools is not None:
-        return list(agent_tools)
-    return list(root_tools) or None
-
-
 def build_toolbox(names: list[str] | None, working_dir: str,
                   servers: dict[str, McpServerConfig], hub: Callable[[], McpHub],
                   max_chars: int = DEFAULT_MAX_CHARS, *,
