@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from podium.tools.base import Toolbox, ToolError, wanted_names
+from podium.language.model import AgentStep
+from podium.tools.base import Toolbox, ToolError
 from podium.tools.mcp import McpHub
 from podium.tools.select import build_toolbox
 from podium.tools.workspace import (
@@ -140,9 +141,10 @@ def test_tools_selection_rules(ws: Workspace) -> None:
     def hub() -> McpHub:
         raise AssertionError("no MCP server is needed here")
 
-    assert wanted_names(None, []) is None
-    assert wanted_names(None, ["read_file"]) == ["read_file"]
-    assert wanted_names([], ["read_file"]) == []
+    omitted, none = AgentStep(name="a"), AgentStep(name="a", tools=[])
+    assert omitted.wanted_tools([]) is None
+    assert omitted.wanted_tools(["read_file"]) == ["read_file"]
+    assert none.wanted_tools(["read_file"]) == []
     assert build_toolbox([], str(ws.root), {}, hub) is None
     # omitted, with no root list and no MCP server: no tool at all (tools are opt-in)
     assert build_toolbox(None, str(ws.root), {}, hub) is None

@@ -17,7 +17,6 @@ from podium.language.diagnostics import KeyPath
 from podium.language.model import AgentStep, WorkflowFile
 from podium.providers.catalog import RUNTIME_CAPABILITIES, RUNTIME_TOOLS, canonical, info
 from podium.records import record
-from podium.tools.base import wanted_names
 
 WORKSPACE_WRITE_OR_RUN = ("write_file", "edit_file", "run_command")
 # each runtime's own tools that write files or run commands (providers/catalog.py's names)
@@ -65,7 +64,7 @@ def tool_access(wf: WorkflowFile) -> list[Access]:
         provider = canonical(step.provider or runtime.provider_name)
         if info(provider) is None:
             continue  # an unknown provider is validate's error already
-        names = wanted_names(step.tools, wf.tools)
+        names = step.wanted_tools(wf.tools)
         if provider in RUNTIME_CAPABILITIES:
             own = RUNTIME_WRITE_OR_RUN.get(provider, ())
             if names is None:

@@ -201,6 +201,13 @@ class AgentStep(StepBase):
     def has_schema(self) -> bool:
         return bool(self.output) and self.output_mode != "raw"
 
+    def wanted_tools(self, root: list[str]) -> list[str] | None:
+        """The tool names this agent asks for: its own `tools:`, else the workflow's root
+        list; None for "everything" (tools/select.py says what each means)."""
+        if self.tools is not None:
+            return list(self.tools)
+        return list(root) or None
+
 
 class HumanGateStep(StepBase):
     type: Literal["human_gate"]

@@ -105,14 +105,14 @@ def _provider(run: RunServices, name: str) -> Provider:
 def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbox | None:
     """The tools the model is offered (tools/select.py), or None for none."""
     from podium.events.redact import secret_names
-    from podium.tools.base import ToolError, wanted_names
+    from podium.tools.base import ToolError
     from podium.tools.mcp import McpHub
     from podium.tools.select import build_toolbox
 
     run = call.run
     runtime = run.workflow.workflow.runtime
     servers = runtime.mcp_servers
-    names = wanted_names(step.tools, run.workflow.tools)
+    names = step.wanted_tools(run.workflow.tools)
     if names == [] or (names is None and not servers):
         return None  # no tool (build_toolbox's answer), without its set-up per execution
     try:
@@ -596,7 +596,5 @@ def _unwrap_scalars(value: dict[str, Any], step: AgentStep) -> dict[str, Any]:
 
 
 def _effective_tools(step: AgentStep, root: list[str]) -> tuple[str, ...] | None:
-    from podium.tools.base import wanted_names  # not select.py: it loads the MCP client
-
-    names = wanted_names(step.tools, root)
+    names = step.wanted_tools(root)
     return None if names is None else tuple(names)

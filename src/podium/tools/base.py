@@ -167,12 +167,3 @@ class Toolbox:
         readable = "read_file" in self.tools or "run_command" in self.tools
         return (f"{text[:limit.max_chars]}\n\n{TRUNCATED} {kept}; full output saved to: "
                 f"{path}. {FILE_HINT if readable else GENERIC_HINT}]")
-
-
-def wanted_names(agent_tools: list[str] | None, root_tools: list[str]) -> list[str] | None:
-    """The tool names an agent asks for (its own `tools:`, else the workflow's root list), or
-    None for "everything" (tools/select.py says what each means). Here, not in select.py:
-    the agent's request and validate's access check need it without the MCP client."""
-    if agent_tools is not None:
-        return list(agent_tools)
-    return list(root_tools) or None
