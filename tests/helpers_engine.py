@@ -239,6 +239,33 @@ def podium_argv(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "podium", *(str(a) for a in args)]
 
 
+# `python -m podium`, and the module list at exit written to a file: -X importtime does not
+# list a module loaded by importlib.import_module (the step registry loads executors so)
+AT_EXIT = ("import atexit, os, runpy, sys\n"
+           "atexit.register(lambda: open(os.environ['MODULES_OUT'], 'w').write("
+           "'\\n'.join(sorted(sys.modules))))\n"
+           "runpy.run_module('podium', run_name='__main__', alter_sys=True)\n")
+
+
+def imported(tmp_path: Path, *args: str | Path) -> set[str]:
+    """Every module `python -m podium ARGS` imports (full dotted names): what -X importtime
+    lists, and what sys.modules holds at exit."""
+    argv = podium_argv(*args)
+    assert argv[1:3] == ["-m", "podium"]
+    out = tmp_path / f"modules-{len(list(tmp_path.glob('modules-*')))}.txt"
+    proc = subprocess.run([argv[0], "-X", "importtime", "-c", AT_EXIT, *argv[3:]],
+                          env={**cli_env(tmp_path / "home"), "MODULES_OUT": str(out)},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set(out.read_text(encoding="utf-8").split())
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    assert "podium" in names
+    return names
+
+
 def run_cli(home: Path, *args: str | Path, cwd: Path | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run `python -m podium ARGS` to completion; stdin is /dev/null."""

@@ -2,16 +2,16 @@
 and no surface (web, TUI, OpenTelemetry, Temporal, MCP) unless asked for. `podium --help`
 loads neither typer nor podium's language; `podium validate` (even of the article's workflow,
 budget checks included) no run store or event model; a 2-step `run` of set and script steps no
-SDK. Checked on the module list each command loads (`python -X importtime`), never on time."""
+SDK. Checked on the module list each command loads (`python -X importtime` and sys.modules
+at exit: helpers_engine.py `imported`), never on time."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers_engine import EXAMPLES, cli_env, podium_argv, write
+from helpers_engine import EXAMPLES, imported, write
 
 SDKS = ("openai", "anthropic", "mcp", "httpx2", "httpx", "genai_prices")
 # the surfaces and their libraries: each loads only under the command that serves it
@@ -26,23 +26,10 @@ NOT_FOR = {
                  "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
     # attrs: rich.pretty tries it (that attempt is listed too), never loads it (attr._make)
     # rich: the console sink writes plain lines to a pipe or a file itself
-    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr", "rich"),
+    # podium.steps.agent: the step registry imports an executor when a step of its type runs
+    "run": ("asyncio", "psutil", "jsonschema", "importlib.metadata", "attr", "rich",
+            "podium.steps.agent", "podium.steps.gate", "podium.steps.mcp_step"),
 }
-
-
-def imported(tmp_path: Path, *args: str | Path) -> set[str]:
-    """Every module `python -m podium ARGS` imports (full dotted names)."""
-    argv = podium_argv(*args)
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]],
-                          env=cli_env(tmp_path / "home"), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    names = set()
-    for line in proc.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
-            names.add(line.rsplit("|", 1)[1].strip())
-    assert "podium" in names
-    return names
 
 
 def loaded(names: set[str], forbidden: tuple[str, ...]) -> list[str]:
@@ -105,7 +92,7 @@ def test_an_agent_without_tools_loads_no_tool_machinery(tmp_path: Path) -> None:
     """)
     answers = write(tmp_path, "agents:\n  ask: [{text: hi}]\n", "answers.yaml")
     names = imported(tmp_path, "run", "-q", wf, "--responses", answers)
-    assert "podium.providers.scripted" in names  # the agent was answered
+    assert "podium.steps.agent" in names
     assert loaded(names, ("podium.tools", "mcp")) == []
 
 

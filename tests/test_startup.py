@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from helpers_engine import EXAMPLES, cli_env, podium_argv
+from helpers_engine import EXAMPLES, cli_env, imported, podium_argv
 from podium.cli.entry import ready
 from podium.cli.main import app
 from podium.cli.process import command_app
@@ -52,13 +52,7 @@ def test_pydantic_plugins_are_left_alone_once_pydantic_has_looked() -> None:
 
 
 def test_validate_through_the_console_entry_imports_no_plugin_lookup(tmp_path: Path) -> None:
-    argv = podium_argv("validate", ARTICLE)
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=cli_env(tmp_path),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-             if line.startswith("import time:") and "|" in line}
+    names = imported(tmp_path, "validate", ARTICLE)
     assert "podium.language.model" in names
     assert "importlib.metadata" not in names
     assert "typer" in names

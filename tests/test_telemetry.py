@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers_engine import cli_env, podium_argv, run_cli, run_workflow, write
+from helpers_engine import cli_env, imported, podium_argv, run_cli, run_workflow, write
 from podium.events.model import (
     ModelExchange,
     PromptRendered,
@@ -492,12 +492,6 @@ def test_a_run_without_telemetry_imports_no_opentelemetry(tmp_path: Path) -> Non
           - {name: s, type: set, value: 1}
     """)
     for args in (("run", path), ("validate", path)):
-        argv = podium_argv(*args)
-        proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]],
-                              env=cli_env(tmp_path / "home"), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=60, check=False)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-                   if line.startswith("import time:") and "|" in line}
+        modules = imported(tmp_path, *args)
         assert "podium.cli" in modules
         assert not {m for m in modules if m.startswith(("opentelemetry", "podium.telemetry"))}
