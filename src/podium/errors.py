@@ -8,7 +8,8 @@
         ├── TemplateError            a template failed to render
         ├── RouteError               no route matched, or a condition failed
         ├── StepError                a step failed (script, set, agent, ...)
-        │   └── OutputContractError  a step's output broke its declared schema
+        │   ├── OutputContractError  a step's output broke its declared schema
+        │   └── InternalError        podium itself failed inside a step (a bug, not the workflow's)
         ├── LimitExceeded            max_iterations, timeout or budget exhausted (exit 4)
         └── Interrupted              Ctrl+C or SIGTERM (exit 130)
 
@@ -104,6 +105,34 @@ class StepError(RunError):
 
 class OutputContractError(StepError):
     """A step's output does not satisfy its declared `output:` schema."""
+
+
+class InternalError(StepError):
+    """podium itself failed inside a step: an exception none of its checks expected (a bug
+    in podium or in a library it calls, not in the workflow). See `internal_error`."""
+
+
+def internal_error(exc: BaseException, *, step: str | None,
+                   iteration: int | None = None) -> InternalError:
+    """The step error for an unexpected exception: its class, the first 200 characters of
+    its message and the innermost place it was raised, instead of a traceback. The run ends
+    as an error (exit 3) with everything before it kept, and can be resumed."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = ""
+    if tb is not None:
+        code = tb.tb_frame.f_code
+        path = code.co_filename.replace("\\", "/")
+        short = path[path.rfind("/podium/") + 1:] if "/podium/" in path else path
+        where = f" at {short}:{tb.tb_lineno} in {code.co_name}"
+    text = str(exc)
+    text = text if len(text) <= 200 else text[:200] + "..."
+    name = type(exc).__name__
+    return InternalError(f"podium failed inside this step: {name}: {text}{where}. This is a "
+                         "bug in podium, not in the workflow; the run can be resumed once "
+                         "it is fixed", step=step, iteration=iteration,
+                         details={"exception": name})
 
 
 class LimitExceeded(RunError):

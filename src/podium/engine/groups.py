@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from podium import aio, jsontext
-from podium.errors import LimitExceeded, RunError, StepError
+from podium.errors import LimitExceeded, RunError, StepError, internal_error
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
 from podium.records import record
@@ -106,7 +106,12 @@ async def _member(engine: Engine, step: StepBase, iteration: int, key: str, *, g
         executor = engine.executors.get(step.type)
         if executor is None:
             raise StepError(f"'{step.type}' steps cannot run in a group", step=step.name)
-        outcome = await _execute(executor, StepCall(step, iteration, services), on_loop)
+        try:
+            outcome = await _execute(executor, StepCall(step, iteration, services), on_loop)
+        except (RunError, RecursionError, MemoryError):  # the group, the engine handle these
+            raise
+        except Exception as exc:  # podium's own failure, as the member's
+            raise internal_error(exc, step=label, iteration=iteration) from exc
     except RunError as exc:
         if _waits(exc):
             return _Done(key, 0, None, None, parked=exc)

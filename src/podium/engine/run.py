@@ -27,6 +27,7 @@ from podium.errors import (
     PodiumError,
     RunError,
     StepError,
+    internal_error,
 )
 from podium.events.bus import EventBus, defer_interrupt
 from podium.events.model import (
@@ -459,6 +460,10 @@ class Engine:
                 raise StepError(f"the step's data is beyond what podium can handle ({what}); "
                                 "nothing of this step was kept", step=step.name,
                                 iteration=iteration) from None
+            except RunError:
+                raise
+            except Exception as exc:  # anything else is podium's own failure
+                raise internal_error(exc, step=step.name, iteration=iteration) from exc
         except (GateUnanswerable, ChildParked, Handoff):
             raise  # not a failure: the run parks (or fails, or goes on elsewhere) in the loop
         except RunError as exc:
