@@ -528,6 +528,50 @@ class RunStoreConformance:
         assert reader.get_run("r1").last_seq == 4
         assert reader.get_run("r1").status == "error"
 
+    def test_held_instant_steps_commit_together_and_a_step_without_checkpoint_is_dropped(
+            self, handles: Callable[[], RunStore]) -> None:
+        """Consecutive instant steps wait for one transaction while their run's commits are
+        held (engine/run.py `_InstantSteps`): a reader sees none of them before it. The run
+        then ends before the third step's checkpoint (its route failed): the two steps whose
+        checkpoints were given are kept, the third's events are not, and the events stay
+        numbered 1..n."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        numbers = iter(range(1, 100))
+
+        def emit(event: Event) -> None:
+            writer.append_event(_stamp(event, "r1", next(numbers)))
+
+        emit(RunStarted(workflow="flow", workflow_path="/f.yaml", workflow_hash="sha256:00",
+                        entry_point="s", inputs={}, podium_version="0", max_iterations=9))
+        woken: list[int] = []
+        writer.hold("r1", lambda: woken.append(1))
+        for i in (1, 2, 3):
+            emit(StepStarted(step="s", step_type="set", iteration=i, run_iteration=i))
+            emit(StepFinished(step="s", step_type="set", iteration=i, elapsed=0.0,
+                              output={"n": i}))
+            emit(RouteTaken(from_step="s", to_step="s", route_index=0, condition=None))
+            if i < 3:
+                emit(Checkpointed(step="s", next_step="s", run_iteration=i))
+        assert woken == [1]  # the first checkpoint began the batch
+        assert [e["type"] for e in reader.events("r1")] == ["run_started"]
+        assert reader.latest_checkpoint("r1") is None
+        emit(RunFinished(status="error", step="s", message="no route", elapsed=1.0,
+                         iterations=3, exit_code=3))
+        writer.release("r1")
+        events = reader.events("r1")
+        one_step = ["step_started", "step_finished", "route_taken", "checkpoint"]
+        assert [e["type"] for e in events] == (["run_started"] + one_step * 2
+                                               + ["run_finished"])
+        assert [e["seq"] for e in events] == list(range(1, 11))
+        assert [e["output"] for e in events if e["type"] == "step_finished"] == [
+            {"n": 1}, {"n": 2}]
+        checkpoint = reader.latest_checkpoint("r1")
+        assert checkpoint is not None
+        assert checkpoint.seq == 9
+        assert reader.get_run("r1").last_seq == 10
+        assert reader.get_run("r1").status == "error"
+
     def test_live_rows_are_no_history(self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium import aio, jsontext
 from podium.errors import LimitExceeded, RunError, StepError, internal_error
+from podium.events.commits import COMMIT_WINDOW
 from podium.events.model import StepFailed, StepFinished, StepStarted
 from podium.language.model import ForEachGroup, ParallelGroup, StepBase
 from podium.records import record
@@ -155,15 +156,11 @@ async def _execute(executor: Callable[[StepCall], StepOutcome], call: StepCall,
 Job = Callable[[], Awaitable[_Done]]
 
 
-# how long a member's held events wait for others to join their transaction: what a kill
-# inside a group can lose (those members run again on resume), against a commit per event
-COMMIT_WINDOW = 0.005
-
-
 def _batched_commits(bus: EventBus) -> asyncio.Task[None] | None:
     """On the member loop: the task that commits the members' held events (events/bus.py
     hold) at most COMMIT_WINDOW after the first of them, so one transaction carries the
-    events of every member that moved meanwhile; None when no committer batches. A failed
+    events of every member that moved meanwhile (a kill inside the group loses at most that
+    window: those members run again on resume); None when no committer batches. A failed
     commit sets the bus's failure: every member's next emit raises it, which stops the
     group."""
     import asyncio

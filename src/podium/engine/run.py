@@ -8,10 +8,12 @@ on the bus. A `Checkpointer` (the run store) may observe each committed step. Ho
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
@@ -30,6 +32,7 @@ from podium.errors import (
     internal_error,
 )
 from podium.events.bus import EventBus, defer_interrupt
+from podium.events.commits import COMMIT_WINDOW, INSTANT
 from podium.events.model import (
     BudgetExceeded,
     Checkpointed,
@@ -369,13 +372,26 @@ class Engine:
             return endings.fail(self, exc)
         if finished is not None:
             return finished
-        while True:
-            step = self.advance(node)
-            if isinstance(step, Ended):
-                return step.result
-            if isinstance(step, HandOut) or once:
-                return endings.handed_off(self, step)
-            node = step.node
+        # an outside executor's step commits before it hands the run on
+        held = None if once else _InstantSteps(self.bus)
+        ended = False
+        try:
+            while True:
+                if held is not None:
+                    held.before(getattr(self.steps.get(node), "type", None) in INSTANT)
+                step = self.advance(node)
+                if isinstance(step, Ended):
+                    ended = True
+                    return step.result
+                if isinstance(step, HandOut) or once:
+                    ended = True
+                    return endings.handed_off(self, step)
+                node = step.node
+                if held is not None:
+                    held.after()
+        finally:
+            if held is not None:
+                held.end(quietly=not ended)
 
     def advance(self, node: str) -> Advance:
         """The run's one operation: execute `node`, commit it, route, and say what comes
@@ -683,6 +699,48 @@ class Engine:
                 signal.signal(sig, before)
 
         return restore
+
+
+class _InstantSteps:
+    """The in-process loop's hold of its run's commits while it runs instant steps
+    (events/commits.py INSTANT): their checkpoints wait, and one transaction carries every
+    such step of a COMMIT_WINDOW. Before a step that is not instant, and when the loop ends,
+    what waits commits: a step with effects, a person or a reader outside never finds the
+    steps before it missing from the store."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.holding = False
+        self.since: float | None = None  # when the batch's first checkpoint began to wait
+
+    def _woken(self) -> None:  # the store's hold: the first write of a batch waits
+        self.since = time.monotonic()
+
+    def before(self, instant: bool) -> None:
+        if instant and not self.holding:
+            self.since = None
+            self.holding = self.bus.hold(self._woken)
+        elif not instant and self.holding:
+            self.holding = False
+            self.bus.release()
+
+    def after(self) -> None:
+        since = self.since
+        if self.holding and since is not None and time.monotonic() - since >= COMMIT_WINDOW:
+            self.since = None
+            self.bus.commit_held()
+
+    def end(self, *, quietly: bool) -> None:
+        """Commit what waits (`quietly`: while an error unwinds the loop, a second error of
+        the store does not hide the first)."""
+        if not self.holding:
+            return
+        self.holding = False
+        if not quietly:
+            self.bus.release()
+            return
+        with contextlib.suppress(Exception):  # the error on its way out is the run's story
+            self.bus.release()
 
 
 def _node_type(node: StepBase | ParallelGroup | ForEachGroup) -> str:

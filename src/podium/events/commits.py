@@ -17,7 +17,15 @@ DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
 # for): the start of one commits with its end, one transaction per step instead of two (a
 # `set` step's second commit was a fifth of its cost; docs/performance.md). A reader sees
 # such a step start when it has finished; one killed half-way is as if it never started.
+# Consecutive instant steps of an in-process run commit together (engine/run.py holds their
+# run's commits, as a group does its members'): a transaction at most every COMMIT_WINDOW,
+# and at the latest when a step that is not instant starts or the run ends. A kill loses
+# at most that window of them, and resume runs them again from the state they read.
 INSTANT = frozenset({"set"})
+
+# How long the first write of a batch (a group's members, a run of instant steps) waits for
+# others to join it in one transaction.
+COMMIT_WINDOW = 0.005
 # A group member's agent starts in the same commit as the next thing it records, its prompt
 # (or its failure): the prompt is rendered from the run's state right after it, so a reader
 # sees the member start a moment later (its group is seen running meanwhile), and a member
@@ -56,8 +64,14 @@ def defers(event: Event) -> bool:
     return event.type == "checkpoint" and event.__dict__.get("next_step") in (None, END)
 
 
+_WAIT_WHILE_HELD = frozenset({"prompt_rendered", "checkpoint"})
+
+
 def batched(event: Event) -> bool:
-    """While a group holds its run's commits (the store's hold()), does this event wait for
-    the group's batch? A member's events and a prompt do (the run's own thread waits for the
-    group, so a prompt is a member's); the group's own events commit as they come."""
-    return event.__dict__.get("group") is not None or event.type == "prompt_rendered"
+    """While its run's commits are held (the store's hold()), does this event wait for the
+    batch? While a group holds them: a member's events and a prompt (the run's own thread
+    waits for the group, so a prompt is a member's); the group's own events commit as they
+    come. While a run of instant steps holds them: their checkpoints (their other events
+    wait for those anyway). Nothing else waits: an event that commits at once commits the
+    batch with it."""
+    return event.__dict__.get("group") is not None or event.type in _WAIT_WHILE_HELD

@@ -66,8 +66,10 @@ class _Pending:
 
     writes: list[_Write | Event] = field(default_factory=list)  # an Event: numbered at commit
     consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
-    step: bool = False  # holds a finished step's events
-    checkpoint: bool = False  # ... and the checkpoint that commits them
+    step: bool = False  # holds a finished step's events not yet followed by a checkpoint
+    # how many of `writes` the last checkpoint among them commits: a batch of held instant
+    # steps (engine/run.py) holds several steps, each with its checkpoint
+    checkpointed: int = 0
 
 
 def gone(run_id: str, where: str) -> str:
@@ -339,34 +341,38 @@ class SQLCore:
         q = self.SQL
         with self._lock:
             pending = self._pending.get(event.run_id)
-            if event.type == "run_finished" and pending is not None and pending.step and \
-                    not pending.checkpoint:
+            if event.type == "run_finished" and pending is not None and pending.step:
                 # a step finished but the run ended before its checkpoint (an interrupt, a
-                # routing error): the step was not committed, so its events are not either,
-                # and the run's end takes the seq of the first of them (its events stay
-                # numbered 1..n, and a resume numbers on from the end)
-                del self._pending[event.run_id]
-                dropped = [w[1][1] for w in pending.writes
+                # routing error): the step was not committed, so its events are not either
+                # (what earlier checkpoints of the batch commit stays), and the run's end
+                # takes the seq of the first of them (its events stay numbered 1..n, and a
+                # resume numbers on from the end)
+                dropped = [w[1][1] for w in pending.writes[pending.checkpointed:]
                            if isinstance(w, tuple) and w[0] == q.event_insert]
+                del pending.writes[pending.checkpointed:]
+                pending.step = False
+                if not pending.writes:
+                    del self._pending[event.run_id]
                 if dropped:
                     event = event.model_copy(update={"seq": min(dropped)})
             pending = self._pending_of(event.run_id)
             if completes_step(event):
                 pending.step = True
-            elif event.type == "checkpoint":
-                pending.checkpoint = True
             if self._numbering:  # its seq is given when it commits (_write_numbered)
                 pending.writes.append(event)
             else:
                 pending.writes.append((q.event_insert, (event.run_id, event.seq, event.type,
                                                         event.ts, event_json(event))))
             pending.writes.extend(self._summarise(event))
-            if not self._numbering and event.type == "checkpoint":
+            if event.type == "checkpoint":
                 # the commit point of the step before it
-                point = cast(Checkpointed, event)
-                pending.writes.append((q.checkpoint_upsert, (point.run_id, point.seq,
-                                                             point.step, point.next_step,
-                                                             point.ts)))
+                if not self._numbering:
+                    point = cast(Checkpointed, event)
+                    pending.writes.append((q.checkpoint_upsert, (point.run_id, point.seq,
+                                                                 point.step, point.next_step,
+                                                                 point.ts)))
+                pending.step = False
+                pending.checkpointed = len(pending.writes)
             if not defers(event):
                 if not self._numbering:
                     pending.writes.append((q.last_seq, (event.seq, event.ts, event.run_id)))
