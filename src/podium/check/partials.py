@@ -49,7 +49,11 @@ class Partials:
     """The partial sites and problems of every template, each template read once."""
 
     def __init__(self, checker: CheckerBase) -> None:
-        self.checker = checker
+        # what it reads of the checker, not the checker: the checker holds this object, and
+        # a cycle between them would keep every template tree of a check alive until the
+        # cyclic collector walked them
+        self.result = checker.result
+        self.engine = checker.engine
         self.problems: list[tuple[TemplateSite, str]] = []
         self._done: dict[tuple[object, ...], list[TemplateSite]] = {}
         smap = checker.result.smap
@@ -61,7 +65,7 @@ class Partials:
         found = self._done.get(key)
         if found is None:
             found = []
-            file = self.checker.result.smap.files.get(site.path)
+            file = self.result.smap.files.get(site.path)
             self._walk(site, site.source, str(file) if file else None, found, ())
             self._done[key] = found
         return found
@@ -69,7 +73,7 @@ class Partials:
     def _walk(self, site: TemplateSite, source: str, parent: str | None,
               out: list[TemplateSite], chain: tuple[Path, ...]) -> None:
         try:
-            tree = self.checker.engine.parse(source)
+            tree = self.engine.parse(source)
         except RenderFailure:
             return  # reported where the text is checked
         for node in statements(tree.body):  # the tags are statements
@@ -91,7 +95,7 @@ class Partials:
                 shown = display_path(path)
                 sub = replace(site, source=text, file=shown, expression=False)
                 try:
-                    self.checker.engine.parse(text)
+                    self.engine.parse(text)
                 except RenderFailure:
                     out.append(sub)  # its syntax error is reported in its own file
                     continue

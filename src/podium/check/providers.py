@@ -236,26 +236,27 @@ def model_candidates(checker: Checker, step: AgentStep) -> tuple[list[str], bool
         return [], False
     found: list[str] = []
     complete = True
-
-    def results(node: nodes.Node) -> None:
-        nonlocal complete
-        if isinstance(node, nodes.Const) and isinstance(node.value, str):
-            if node.value.strip():
-                found.append(node.value.strip())
-        elif isinstance(node, nodes.CondExpr):
-            results(node.expr1)
-            if node.expr2 is not None:
-                results(node.expr2)
-        elif isinstance(node, nodes.TemplateData):
-            if node.data.strip():
-                complete = False
-        else:
-            complete = False
-
     for out in tree.find_all(nodes.Output):
         for n in out.nodes:
-            results(n)
+            complete = _printed(n, found) and complete
     return list(dict.fromkeys(found)), complete
+
+
+def _printed(node: nodes.Node, found: list[str]) -> bool:
+    """Add the string constants `node` can print to `found`; False when it can print
+    something else too. (Not a closure that calls itself: that is a reference cycle.)"""
+    if isinstance(node, nodes.Const) and isinstance(node.value, str):
+        if node.value.strip():
+            found.append(node.value.strip())
+        return True
+    if isinstance(node, nodes.CondExpr):
+        complete = _printed(node.expr1, found)
+        if node.expr2 is not None:
+            complete = _printed(node.expr2, found) and complete
+        return complete
+    if isinstance(node, nodes.TemplateData):
+        return not node.data.strip()
+    return False
 
 
 # providers whose model names are a public list that podium's price tables know

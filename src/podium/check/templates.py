@@ -43,6 +43,21 @@ from podium.language.model import (
 from podium.templating import RenderFailure, is_jinja_condition, is_template
 
 
+def _nested_sites(base: KeyPath, path: KeyPath, text: Any, *, step: str, scope: str,
+                  extra: tuple[str, ...]) -> Iterator[TemplateSite]:
+    """The templates in a step's field value: a string, or the strings nested in its lists
+    and mappings. (Not a recursive closure: a closure that calls itself is a reference
+    cycle, and every step's would wait for the cyclic collector.)"""
+    if isinstance(text, str):
+        yield TemplateSite((*base, *path), text, step, scope, extra_names=extra)
+    elif isinstance(text, dict):
+        for k, v in text.items():
+            yield from _nested_sites(base, (*path, k), v, step=step, scope=scope, extra=extra)
+    elif isinstance(text, list):
+        for k, v in enumerate(text):
+            yield from _nested_sites(base, (*path, k), v, step=step, scope=scope, extra=extra)
+
+
 class TemplateChecks(CheckerBase):
     """Checks of every template: syntax, names, fields, filters, explicit declarations."""
 
@@ -101,14 +116,7 @@ class TemplateChecks(CheckerBase):
         n = step.name
 
         def site(path: KeyPath, text: Any, scope: str = "step") -> Iterator[TemplateSite]:
-            if isinstance(text, str):
-                yield TemplateSite((*base, *path), text, n, scope, extra_names=extra)
-            elif isinstance(text, dict):
-                for k, v in text.items():
-                    yield from site((*path, k), v, scope)
-            elif isinstance(text, list):
-                for k, v in enumerate(text):
-                    yield from site((*path, k), v, scope)
+            return _nested_sites(base, path, text, step=n, scope=scope, extra=extra)
 
         if isinstance(step, AgentStep):
             yield from site(("prompt",), step.prompt)

@@ -518,17 +518,29 @@ def resolve_plain(text: str) -> Any:
 def substitute_env(data: Any, smap: SourceMap, environ: Mapping[str, str],
                    problems: list[Diagnostic]) -> Any:
     """Replace `${VAR}` and `${VAR:-default}` in every string value (not in keys)."""
+    return _Substitution(smap, environ, problems).walk(data, ())
 
-    def walk(value: Any, path: KeyPath) -> Any:
+
+class _Substitution:
+    """substitute_env's walk. (Methods, not closures that call themselves: such a closure is a
+    reference cycle, which only the cyclic collector frees.)"""
+
+    def __init__(self, smap: SourceMap, environ: Mapping[str, str],
+                 problems: list[Diagnostic]) -> None:
+        self.smap, self.environ, self.problems = smap, environ, problems
+
+    def walk(self, value: Any, path: KeyPath) -> Any:
         if isinstance(value, str):
-            return _subst_string(value, path) if "${" in value else value
+            return self.string(value, path) if "${" in value else value
         if isinstance(value, dict):
-            return {k: walk(v, (*path, k)) for k, v in value.items()}
+            return {k: self.walk(v, (*path, k)) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, (*path, i)) for i, v in enumerate(value)]
+            return [self.walk(v, (*path, i)) for i, v in enumerate(value)]
         return value
 
-    def _subst_string(text: str, path: KeyPath, depth: int = 0) -> str:
+    def string(self, text: str, path: KeyPath, depth: int = 0) -> str:
+        smap, environ, problems = self.smap, self.environ, self.problems
+
         def repl(m: re.Match[str]) -> str:
             if m.group(1):
                 return m.group(0)[1:]
@@ -552,12 +564,10 @@ def substitute_env(data: Any, smap: SourceMap, environ: Mapping[str, str],
                                           f"environment variable '{name}' expands more than "
                                           f"{MAX_ENV_DEPTH} levels deep", code="env"))
                     return val
-                return _subst_string(val, path, depth + 1)
+                return self.string(val, path, depth + 1)
             return val
 
         return _ENV_RE.sub(repl, text)
-
-    return walk(data, ())
 
 
 def expand_env(text: str, environ: Mapping[str, str]) -> str:
