@@ -61,6 +61,11 @@ from _common import (
 
 DEFAULT_CONDUCTOR = "/tmp/conductor-venv/bin/conductor"
 LIBS = "import pydantic, jinja2, typer, ruamel.yaml"
+# the floor under a script step: a Python process that only spawns /usr/bin/true and waits
+# for it, SPAWNS times (the per-spawn figure is its time less `python -c pass`'s, / SPAWNS)
+SPAWNS = 100
+SPAWN = (f"import subprocess\nfor _ in range({SPAWNS}): "
+         "subprocess.run(['/usr/bin/true'], check=True)")
 TARGET_RATIO = 10.0
 LIBS_TARGET = 1.25
 
@@ -87,6 +92,7 @@ def main() -> None:
     tools: dict[str, list[tuple[str, list[str]]]] = {
         "podium": [(p.label, p.argv(PODIUM, files)) for p in podium_paths()]
                   + [("libraries", [PYTHON, "-c", LIBS]),
+                     (f"spawn /usr/bin/true x{SPAWNS}", [PYTHON, "-c", SPAWN]),
                      ("python -c pass", [PYTHON, "-c", "pass"])],
     }
     if conductor:
@@ -112,7 +118,7 @@ def main() -> None:
     rows, verdicts = [], []
     p, c = samples["podium"], samples.get("conductor")
     pc, cc = cpu["podium"], cpu.get("conductor")
-    labels = [label for label, _ in tools["podium"]][:-2]
+    labels = [label for label, _ in tools["podium"]][:-3]
 
     def cells(a: float | None, b: float | None, digits: int) -> list[Any]:
         return [round(a, digits) if a is not None else "-",
@@ -145,6 +151,9 @@ def main() -> None:
     verdicts.append({"target": f"validate article within {LIBS_TARGET}x of its libraries' import",
                      "ratio": round(article / libs, 3), "pass": article / libs <= LIBS_TARGET})
 
+    spawn = ((p.median(f"spawn /usr/bin/true x{SPAWNS}") or 0)
+             - (p.median("python -c pass") or 0)) / SPAWNS
+
     results: dict[str, Any] = {
         "machine": machine_info(), "cpu_busy_before": busy, "rounds": args.rounds,
         "warmups": args.warmups, "conductor": conductor or None,
@@ -155,6 +164,7 @@ def main() -> None:
         "per_step_ms": {"podium": ps, "conductor": cs},
         "cpu_samples_ms": {tool: s.ms for tool, s in cpu.items()},
         "cpu_per_step_ms": {"podium": pcs, "conductor": ccs}, "targets": verdicts,
+        "spawn_floor_ms": round(spawn, 3),
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
     out = write_json("conductor.json", results)
@@ -176,7 +186,12 @@ def main() -> None:
           f"{pc.median('libraries') or 0:.1f} ms = "
           f"{(pc.median('validate article') or 0) / (pc.median('libraries') or 1):.2f})")
     print(f"Per-step slopes: set steps {SET_STEPS[0]} → {SET_STEPS[1]}, script steps "
-          f"{SCRIPT_STEPS[0]} → {SCRIPT_STEPS[1]} ({'/usr/bin/true'}).\n")
+          f"{SCRIPT_STEPS[0]} → {SCRIPT_STEPS[1]} ({'/usr/bin/true'}).")
+    script_target = (cs.get("per script step") or 0) / TARGET_RATIO
+    print(f"The floor under a script step: a Python process that only spawns /usr/bin/true "
+          f"and waits for it takes {spawn:.3f} ms a spawn; the script slope's "
+          f"{TARGET_RATIO:g}x target asks for {script_target:.3f} ms a step"
+          f"{' (below that floor)' if c and script_target < spawn else ''}.\n")
     print("### Targets\n")
     print(md_table(["target", "measured", "result"],
                    [[v["target"], v["ratio"], "PASS" if v["pass"] else "FAIL"]
