@@ -52,6 +52,7 @@ from _common import (
     PODIUM,
     PYTHON,
     eprint,
+    importtime,
     machine_info,
     md_table,
     run_child,
@@ -89,9 +90,11 @@ def main() -> None:
     env.update({"PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "PODIUM_HOME": str(tmp / "home"),
                 "NO_COLOR": "1"})
 
+    loaded = library_modules(["-m", "podium", "validate", str(files["article"])], env)
     tools: dict[str, list[tuple[str, list[str]]]] = {
         "podium": [(p.label, p.argv(PODIUM, files)) for p in podium_paths()]
                   + [("libraries", [PYTHON, "-c", LIBS]),
+                     ("library modules validate loads", [PYTHON, "-c", loaded]),
                      (f"spawn /usr/bin/true x{SPAWNS}", [PYTHON, "-c", SPAWN]),
                      ("python -c pass", [PYTHON, "-c", "pass"])],
     }
@@ -118,7 +121,7 @@ def main() -> None:
     rows, verdicts = [], []
     p, c = samples["podium"], samples.get("conductor")
     pc, cc = cpu["podium"], cpu.get("conductor")
-    labels = [label for label, _ in tools["podium"]][:-3]
+    labels = [label for label, _ in tools["podium"]][:-4]
 
     def cells(a: float | None, b: float | None, digits: int) -> list[Any]:
         return [round(a, digits) if a is not None else "-",
@@ -164,7 +167,7 @@ def main() -> None:
         "per_step_ms": {"podium": ps, "conductor": cs},
         "cpu_samples_ms": {tool: s.ms for tool, s in cpu.items()},
         "cpu_per_step_ms": {"podium": pcs, "conductor": ccs}, "targets": verdicts,
-        "spawn_floor_ms": round(spawn, 3),
+        "spawn_floor_ms": round(spawn, 3), "library_modules_line": loaded,
         "elapsed_s": round(time.perf_counter() - started, 1),
     }
     out = write_json("conductor.json", results)
@@ -185,6 +188,11 @@ def main() -> None:
           f"{article / libs:.2f} (CPU time: {pc.median('validate article') or 0:.1f} / "
           f"{pc.median('libraries') or 0:.1f} ms = "
           f"{(pc.median('validate article') or 0) / (pc.median('libraries') or 1):.2f})")
+    needed = p.median("library modules validate loads") or 0
+    print(f"Every module outside podium that `podium validate` of the article loads, imported "
+          f"alone (the line above leaves out what `import pydantic` defers: BaseModel's "
+          f"machinery, pydantic.types, typer's parameter adapters): {needed:.1f} ms; "
+          f"validate article / those: {article / needed if needed else 0:.2f}.")
     print(f"Per-step slopes: set steps {SET_STEPS[0]} → {SET_STEPS[1]}, script steps "
           f"{SCRIPT_STEPS[0]} → {SCRIPT_STEPS[1]} ({'/usr/bin/true'}).")
     script_target = (cs.get("per script step") or 0) / TARGET_RATIO
@@ -197,6 +205,19 @@ def main() -> None:
                    [[v["target"], v["ratio"], "PASS" if v["pass"] else "FAIL"]
                     for v in verdicts]))
     print(f"\nJSON: bench/results/{out.name} · elapsed {results['elapsed_s']} s")
+
+
+def library_modules(argv_after_python: list[str], env: dict[str, str]) -> str:
+    """A `python -c` line that imports every module outside podium a podium command loads
+    (from `-X importtime`), in the order they finished loading."""
+    names = [name for name, _, _ in importtime(argv_after_python, env=env)
+             if name.split(".", 1)[0] not in ("podium", "__main__")]
+    return ("import importlib\n"
+            f"for name in {names!r}:\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception:\n"
+            "        pass\n")
 
 
 if __name__ == "__main__":
