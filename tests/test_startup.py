@@ -52,10 +52,12 @@ def test_pydantic_plugins_are_left_alone_once_pydantic_has_looked() -> None:
 
 
 def test_validate_through_the_console_entry_imports_no_plugin_lookup(tmp_path: Path) -> None:
+    """(And no typer: its plain form is read without it, podium.cli.plain.)"""
     names = imported(tmp_path, "validate", ARTICLE)
     assert "podium.language.model" in names
     assert "importlib.metadata" not in names
-    assert "typer" in names
+    assert "podium.cli.plain" in names
+    assert not {n for n in names if n.split(".")[0] == "typer" or n == "podium.cli.main"}
 
 
 def test_ready_freezes_start_up_and_turns_the_collector_back_on() -> None:

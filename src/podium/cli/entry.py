@@ -23,6 +23,14 @@ def main() -> None:
         return
     gc.disable()
     skip_pydantic_plugins()
+    from podium.cli import plain
+
+    given = plain.parse(sys.argv[1:])
+    if given is not None:  # `podium validate FILE...`: no typer (podium.cli.plain)
+        from podium.cli.guard import guarded
+
+        guarded(lambda: plain.run(given))
+        return
     from podium.cli.process import main as run
 
     run()

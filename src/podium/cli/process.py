@@ -1,13 +1,11 @@
 """The `podium` process around the typer app (podium.cli.main): the app that holds only the
-invoked command, `--store` taken out of the arguments wherever it stands, SIGTERM as an
-interruption, and the exit (without interpreter finalization after a Temporal client)."""
+invoked command, and `--store` taken out of the arguments wherever it stands; the command runs
+guarded (podium.cli.guard: SIGTERM as an interruption, the exit)."""
 
 from __future__ import annotations
 
 import copy
-import gc
 import os
-import signal
 import sys
 import typing
 from collections.abc import Callable
@@ -16,6 +14,7 @@ from typing import Any
 import typer
 from typer.models import CommandInfo
 
+from podium.cli.guard import guarded
 from podium.cli.main import app
 from podium.errors import UsageError
 
@@ -92,58 +91,23 @@ def take_store(args: list[str]) -> list[str]:
     return out
 
 
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """Run the CLI on sys.argv (the console script goes through podium.cli.entry)."""
     # SIGTERM is an interruption (exit 130), as Ctrl+C, for the whole command: also after a
     # run's engine put back the handler it had taken, while the command finishes (a second
-    # `podium stop` used to kill `podium run` there by the signal). Once the command is over
-    # it is ignored: it would only cut short the exit (atexit, the interpreter's shutdown).
-    signal.signal(signal.SIGTERM, _interrupted)
+    # `podium stop` used to kill `podium run` there by the signal): podium.cli.guard.
+    guarded(_command)
+
+
+def _command() -> None:
     try:
         sys.argv[1:] = take_store(sys.argv[1:])
     except UsageError as exc:
         sys.stderr.write(f"podium: {exc}\n")
         raise SystemExit(exc.exit_code) from None
-    try:
-        if "run" in sys.argv[1:] and any(  # Conductor's --input.NAME=VALUE
-                a.startswith("--input.") for a in sys.argv[1:]):
-            from podium.cli.conductor_cmd import expand_dotted_inputs
+    if "run" in sys.argv[1:] and any(  # Conductor's --input.NAME=VALUE
+            a.startswith("--input.") for a in sys.argv[1:]):
+        from podium.cli.conductor_cmd import expand_dotted_inputs
 
-            sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
-        command_app(_after_root(sys.argv[1:]))()
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        _leave(130)
-    except SystemExit as exc:
-        _leave(exc.code)
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        # Everything allocated so far lives until exit: moving it out of the collector's
-        # reach spares the interpreter's final collections (~20 ms of every command).
-        gc.freeze()
-
-
-def _leave(code: object) -> None:
-    """End the command with `code` (SystemExit's). A process that talked to a Temporal
-    server skips the interpreter's finalization: the SDK's Rust runtime keeps threads that
-    may take the GIL while it is torn down, which crashes the process (SIGSEGV or SIGABRT)
-    after its work is done (temporalio/sdk-python#300). Exit handlers still run and output
-    is flushed first; nothing else is left to do by then."""
-    if "temporalio.bridge" in sys.modules:
-        import atexit
-        import contextlib
-
-        if isinstance(code, str):
-            sys.stderr.write(code + "\n")
-        number = code if isinstance(code, int) else (0 if code is None else 1)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(number)
-    raise SystemExit(code) from None
+        sys.argv[1:] = expand_dotted_inputs(sys.argv[1:])
+    command_app(_after_root(sys.argv[1:]))()

@@ -1,0 +1,59 @@
+"""How a `podium` command runs inside its process, with or without typer: SIGTERM is an
+interruption (exit 130) as Ctrl+C is, for the whole command; once the command is over it is
+ignored (it would only cut short the exit), what was allocated is frozen out of the
+collector's reach, and the process ends with the command's exit code (without interpreter
+finalization after a Temporal client)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def guarded(command: Callable[[], object]) -> None:
+    """Run `command` (which ends by raising SystemExit, or returns its exit code) as the
+    podium process runs every command."""
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        code = command()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        leave(130)
+    except SystemExit as exc:
+        leave(exc.code)
+    else:
+        leave(code if isinstance(code, int) else 0)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Everything allocated so far lives until exit: moving it out of the collector's
+        # reach spares the interpreter's final collections (~20 ms of every command).
+        gc.freeze()
+
+
+def leave(code: object) -> None:
+    """End the command with `code` (SystemExit's). A process that talked to a Temporal
+    server skips the interpreter's finalization: the SDK's Rust runtime keeps threads that
+    may take the GIL while it is torn down, which crashes the process (SIGSEGV or SIGABRT)
+    after its work is done (temporalio/sdk-python#300). Exit handlers still run and output
+    is flushed first; nothing else is left to do by then."""
+    if "temporalio.bridge" in sys.modules:
+        import atexit
+        import contextlib
+
+        if isinstance(code, str):
+            sys.stderr.write(code + "\n")
+        number = code if isinstance(code, int) else (0 if code is None else 1)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(number)
+    raise SystemExit(code) from None

@@ -1,0 +1,147 @@
+"""`podium validate` read without typer (podium.cli.plain) does what the typer command does.
+
+Each case runs the same arguments twice, as real processes: through the console entry
+(`python -m podium`, which takes the plain path) and through the typer app
+(podium.cli.process.main, which the plain path skips), and compares the exit code, stdout and
+stderr. Forms the plain reader does not know go to typer, which gives its help and errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers_engine import EXAMPLES, cli_env, podium_argv, write
+from podium.cli import plain
+
+ARTICLE = EXAMPLES / "dev-review" / "workflow.yaml"
+TYPER = ("import sys\n"
+         "from podium.cli.entry import skip_pydantic_plugins\n"
+         "skip_pydantic_plugins()\n"
+         "from podium.cli.process import main\n"
+         "main()\n")
+
+
+def _run(argv: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    proc = subprocess.run(argv, cwd=tmp_path, env=cli_env(tmp_path / "home"),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _both(tmp_path: Path, *args: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+    fast = _run(podium_argv(*args), tmp_path)
+    typed = _run([sys.executable, "-c", TYPER, *args], tmp_path)
+    return fast, typed
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    bad = write(tmp_path, """
+        workflow:
+          name: bad
+          entry_point: a
+        agents:
+          - name: a
+            type: set
+            value: "{{ nope.output }}"
+            routes: [{to: $end}]
+        """, "bad.yaml")
+    warned = write(tmp_path, """
+        workflow:
+          name: warned
+          entry_point: a
+        agents:
+          - name: a
+            type: set
+            value: 1
+            unknown_key: 2
+            routes: [{to: $end}]
+        """, "warned.yaml")
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "one.yaml").write_text(ARTICLE.read_text(encoding="utf-8"), encoding="utf-8")
+    return {"article": str(ARTICLE), "bad": str(bad), "warned": str(warned),
+            "folder": str(folder), "missing": str(tmp_path / "missing.yaml"),
+            "dash": "-leading.yaml"}
+
+
+CASES = [
+    ["article"],
+    ["bad"],
+    ["warned"],
+    ["--strict", "warned"],
+    ["warned", "--strict"],
+    ["missing"],
+    ["article", "bad", "missing"],
+    ["folder"],
+    ["--format", "json", "article", "bad"],
+    ["--format=json", "warned"],
+    ["-f", "json", "missing"],
+    ["--format", "yaml", "article"],
+    ["--format", "text", "--format", "json", "article"],
+    ["--budget", "article"],
+    ["--budget", "--strict", "--format", "json", "article"],
+    ["--", "article"],
+    ["--format", "--strict", "article"],  # click takes what follows as the value
+    ["--", "dash", "article"],  # a file whose name starts with a dash
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[" ".join(c) for c in CASES])
+def test_the_plain_reader_does_what_typer_does(case: list[str], files: dict[str, str],
+                                                tmp_path: Path) -> None:
+    args = ["validate", *(files.get(a, a) for a in case)]
+    assert plain.parse(args) is not None  # the console entry takes the plain path
+    fast, typed = _both(tmp_path, *args)
+    assert fast == typed
+    assert "Traceback" not in fast[2]
+
+
+@pytest.mark.parametrize("case", [
+    ["validate"],
+    ["validate", "--help"],
+    ["validate", "-h"],
+    ["validate", "--nope", "x.yaml"],
+    ["validate", "--format"],
+    ["validate", "-"],
+    ["validate", "--store", "other.db", "x.yaml"],
+    ["-q", "validate", "x.yaml"],
+])
+def test_what_the_plain_reader_does_not_know_goes_to_typer(case: list[str],
+                                                          tmp_path: Path) -> None:
+    assert plain.parse(case) is None
+    code, out, err = _run(podium_argv(*case), tmp_path)
+    assert "Traceback" not in err
+    if "--help" in case or "-h" in case:
+        assert code == 0
+        assert out.startswith("Usage: python -m podium validate [OPTIONS]")
+    elif case[0] == "validate" and "--store" not in case and "-" not in case:
+        assert code == 2  # click's usage error
+        assert "Error:" in err
+
+
+def test_the_plain_reader_knows_every_option_of_the_typer_command() -> None:
+    """An option added to `validate` must be added to podium.cli.plain too (or the plain
+    reader would send it to typer: correct, and slower)."""
+    import typer
+
+    from podium.cli.main import app
+
+    command = typer.main.get_command(app).commands["validate"]  # type: ignore[attr-defined]
+    options = {o for p in command.params for o in p.opts if o.startswith("-")}
+    assert options - {"--help", "-h"} == set(plain.FLAGS) | set(plain.FORMAT)
+
+
+def test_a_reader_that_goes_away_ends_quietly(tmp_path: Path) -> None:
+    """`podium validate --format json FILE | head -1`: exit 1 and no traceback, as click."""
+    argv = [*podium_argv("validate", "--format", "json", str(ARTICLE))]
+    shell = subprocess.run(
+        ["bash", "-c", " ".join(f"'{a}'" for a in argv) + " | head -c 1 >/dev/null; "
+         "echo ${PIPESTATUS[0]}"],
+        cwd=tmp_path, env=cli_env(tmp_path / "home"), capture_output=True, text=True,
+        timeout=60, check=False)
+    assert "Traceback" not in shell.stderr
+    assert shell.stdout.strip() in ("0", "1")  # 0 when the pipe took it all before closing
