@@ -611,16 +611,16 @@ def test_a_bad_history_bound_is_refused_before_the_run_is_recorded(
 def test_a_command_that_loaded_the_temporal_bridge_exits_without_finalization() -> None:
     """The SDK's runtime threads can crash an interpreter being finalized (CI saw
     `podium stop` end in SIGSEGV after its work was done): such a process leaves through
-    _leave, which still runs exit handlers, flushes output and keeps the exit code, but
+    podium.cli.guard's leave, which still runs exit handlers, flushes output and keeps the exit code, but
     skips finalization (a module global's __del__ never runs)."""
     script = ("import atexit, sys, temporalio.bridge.client\n"
-              "from podium.cli.process import _leave\n"
+              "from podium.cli.guard import leave\n"
               "atexit.register(lambda: sys.stderr.write('handler ran\\n'))\n"
               "class Finalized:\n"
               "    def __del__(self): sys.stderr.write('finalized\\n')\n"
               "kept = Finalized()\n"
               "sys.stdout.write('said')\n"
-              "_leave(3)\n"
+              "leave(3)\n"
               "print('not reached')\n")
     done = subprocess.run([str(Path(REPO_ROOT) / ".venv/bin/python"), "-c", script],
                           capture_output=True, text=True, timeout=60, check=False)
