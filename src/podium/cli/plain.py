@@ -48,8 +48,8 @@ def parse(args: list[str]) -> PlainValidate | None:
             budget = True
         elif arg in FORMAT:
             value = next(rest, None)  # whatever follows, as click takes it
-            if value is None:
-                return None  # click's error
+            if value is None or value == "--":
+                return None  # click's error, or a form left to click
             fmt = value
         elif arg.startswith("--format="):
             fmt = arg.split("=", 1)[1]
