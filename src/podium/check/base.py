@@ -95,6 +95,7 @@ class CheckerBase:
         self._analysed: dict[tuple[str, bool], tuple[list[Ref], list[UsedName]]
                              | RenderFailure] = {}
         self.partials_cache: Any = None  # check/partials.py's Partials, made when needed
+        self.own_sites_cache: Any = None  # check/templates.py's list of the own templates
         self._inputs_of: dict[int, list[Declared]] = {}  # id(step) -> its input: parsed
 
     def err(self, path: KeyPath, msg: str, hint: str | None = None, *, code: str = "invalid",

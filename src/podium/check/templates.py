@@ -90,7 +90,15 @@ class TemplateChecks(CheckerBase):
             else:
                 self._site_error(site, None, message, code="include")
 
-    def _own_sites(self) -> Iterator[TemplateSite]:
+    def _own_sites(self) -> list[TemplateSite]:
+        """The workflow's own templates, in file order: listed once per check (three checks
+        go through them)."""
+        if self.own_sites_cache is None:
+            self.own_sites_cache = list(self._list_own_sites())
+        found: list[TemplateSite] = self.own_sites_cache
+        return found
+
+    def _list_own_sites(self) -> Iterator[TemplateSite]:
         for i, step in enumerate(self.wf.agents):
             yield from self._step_sites(step, ("agents", i), ())
         for i, g in enumerate(self.wf.parallel):
