@@ -83,6 +83,16 @@ class _Reaper:
         self._inherited: list[subprocess.Popen[bytes]] = []
         self._hooked = False
 
+    def ready(self) -> None:
+        """Have the reaper running before a command starts: registering the command's group
+        right after the spawn is then one write. (Started on the first registration, the
+        reaper existed a moment before it knew the group, and podium killed in that moment
+        left the command running.)"""
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                self._start()
+
     def add(self, pgid: int) -> None:
         with self._lock:
             self._groups.add(pgid)
@@ -222,6 +232,7 @@ def start(command: Command) -> Running:
     env = dict(command.env)
     if command.run_id is not None:
         env[RUN_ID_VARIABLE] = command.run_id
+    _reaper.ready()
     proc = subprocess.Popen(list(command.argv), cwd=command.cwd, env=env,
                             stdin=subprocess.DEVNULL if command.stdin is None
                             else subprocess.PIPE,
