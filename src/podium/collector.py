@@ -51,7 +51,7 @@ def paused() -> Iterator[None]:
 
 def one_check_per_process() -> None:
     """For a command that checks its workflows on one thread and then works or exits
-    (`podium validate`, `podium run`): when a check ends, what it leaves alive (the
+    (`podium validate`, `podium run`, through the console script's cli/entry.py `ready`): when a check ends, what it leaves alive (the
     document, the models, the templates' trees and their caches) is frozen, as the start-up's
     objects are, instead of being walked by the first young collection after it (a tenth
     of `validate` of 800 steps). They are in no cycle (tested): reference counting still

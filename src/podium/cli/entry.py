@@ -71,16 +71,23 @@ def _columns() -> int:
     return columns if columns > 0 else 80
 
 
-def ready() -> None:
+def ready(*, checks_once: bool = False) -> None:
     """The invoked command's code is imported: turn the garbage collector back on.
 
     The console script (main above) starts with the collector off; everything imported
     until now lives until exit, so it is frozen first and later collections never walk it.
-    Does nothing when the collector is on (tests, podium used as a library).
+    `checks_once`: the command checks its workflows once, then works or exits (`validate`,
+    `run`), so what a check leaves is frozen too (podium.collector.one_check_per_process).
+    Does nothing when the collector is on (tests, podium used as a library): those settings
+    are the console script's, never an embedding process's.
     """
     if not gc.isenabled():
         gc.freeze()
         gc.enable()
+        if checks_once:
+            from podium import collector
+
+            collector.one_check_per_process()
 
 
 PLUGIN_LOADER = "pydantic.plugin._loader"

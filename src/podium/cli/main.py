@@ -82,10 +82,8 @@ def validate(
 
     Exit codes: 0 valid (warnings allowed), 2 invalid, 3 file missing or unreadable.
     """
-    from podium import collector
     from podium.cli.validate_cmd import run_validate
-    ready()
-    collector.one_check_per_process()
+    ready(checks_once=True)
 
     raise typer.Exit(run_validate(files, output_format, strict, budget))
 
@@ -160,10 +158,8 @@ def run(
     Exit codes: 0 success, 1 failed terminate, 2 invalid, 3 runtime error, 4 limit, 130
     interrupted.
     """
-    from podium import collector
     from podium.cli.run_cmd import RunRequest, run_command
-    ready()
-    collector.one_check_per_process()
+    ready(checks_once=True)
 
     if web and web_bg:
         raise typer.BadParameter("--web and --web-bg exclude each other")

@@ -65,12 +65,10 @@ def parse(args: list[str]) -> PlainValidate | None:
 def run(plain: PlainValidate) -> int:
     """What the typer command `validate` does with the same arguments, ending as click ends
     a command: Ctrl+C exit 130, a reader that went away (`| head`) exit 1, quietly."""
-    from podium import collector
     from podium.cli.entry import ready
     from podium.cli.validate_cmd import run_validate
 
-    ready()
-    collector.one_check_per_process()
+    ready(checks_once=True)
     try:
         return run_validate([Path(f) for f in plain.files], plain.output_format,
                             plain.strict, plain.budget)
