@@ -74,10 +74,11 @@ def _history(run_id: str) -> list[Event]:
     raw: list[Event] = [
         RunStarted(workflow="flow", workflow_path="/f.yaml", workflow_hash="sha256:00",
                    entry_point="a", inputs={"x": "ü"}, podium_version="0", max_iterations=5),
-        StepStarted(step="a", step_type="script", iteration=1, run_iteration=1),
-        ScriptOutput(step="a", iteration=1, argv=["python", "-c", "x"], working_dir=None,
-                     exit_code=0, stdout='{"v": 1}\n', stderr="línea\n"),
-        StepFinished(step="a", step_type="script", iteration=1, elapsed=0.5,
+        # an agent: its start and its prompt commit at once (a script's wait for its end)
+        StepStarted(step="a", step_type="agent", iteration=1, run_iteration=1),
+        PromptRendered(step="a", iteration=1, provider="copilot", model="m",
+                       prompt='línea {"v": 1}\n', system_prompt="ü"),
+        StepFinished(step="a", step_type="agent", iteration=1, elapsed=0.5,
                      output={"v": 1, "text": "ok ✓"}, model="m", input_tokens=10,
                      output_tokens=5, cost_usd=0.25),
         RouteTaken(from_step="a", to_step="b", route_index=0, condition="{{ true }}"),
@@ -320,7 +321,7 @@ class RunStoreConformance:
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))
         history = _history("r1")
-        for event in history[:3]:  # run_started, step_started, script_output
+        for event in history[:3]:  # run_started, step_started, prompt_rendered
             writer.append_event(event)
         assert len(reader.events("r1")) == 3
         writer.append_event(history[3])  # step_finished
@@ -346,7 +347,7 @@ class RunStoreConformance:
             StepFinished(step="s", step_type="set", iteration=1, elapsed=0.0, output=1),
             RouteTaken(from_step="s", to_step="t", route_index=0, condition=None),
             Checkpointed(step="s", next_step="t", run_iteration=1),
-            StepStarted(step="t", step_type="script", iteration=1, run_iteration=2)]
+            StepStarted(step="t", step_type="agent", iteration=1, run_iteration=2)]
         events = [_stamp(e, "r1", i) for i, e in enumerate(raw, 1)]
         for event in events[:3]:
             writer.append_event(event)
@@ -500,7 +501,7 @@ class RunStoreConformance:
         writer.put_live("r1", "a#1", {"text": "streaming"})
         assert reader.live("r1") == {"a#1": {"text": "streaming"}}
         assert [e["type"] for e in reader.events("r1")] == [
-            "run_started", "step_started", "script_output"]
+            "run_started", "step_started", "prompt_rendered"]
         writer.clear_live("r1")
         assert len(reader.events("r1")) == 3
         writer.append_event(history[5])  # the checkpoint commits the step
@@ -523,7 +524,7 @@ class RunStoreConformance:
                                    "r1", 6))
         events = reader.events("r1")
         assert [(e["seq"], e["type"]) for e in events] == [
-            (1, "run_started"), (2, "step_started"), (3, "script_output"), (4, "run_finished")]
+            (1, "run_started"), (2, "step_started"), (3, "prompt_rendered"), (4, "run_finished")]
         assert [e.seq for e in reader.history("r1")] == [1, 2, 3, 4]  # the body says so too
         assert reader.get_run("r1").last_seq == 4
         assert reader.get_run("r1").status == "error"
@@ -533,8 +534,8 @@ class RunStoreConformance:
         """Consecutive instant steps wait for one transaction while their run's commits are
         held (engine/run.py `_InstantSteps`): a reader sees none of them before it. The run
         then ends before the third step's checkpoint (its route failed): the two steps whose
-        checkpoints were given are kept, the third's events are not, and the events stay
-        numbered 1..n."""
+        checkpoints were given are kept, and of the third its start (what happened), not
+        the events that finish it; the events stay numbered 1..n."""
         writer, reader = handles(), handles()
         writer.create_run(_record("r1"))
         numbers = iter(range(1, 100))
@@ -562,15 +563,70 @@ class RunStoreConformance:
         events = reader.events("r1")
         one_step = ["step_started", "step_finished", "route_taken", "checkpoint"]
         assert [e["type"] for e in events] == (["run_started"] + one_step * 2
-                                               + ["run_finished"])
-        assert [e["seq"] for e in events] == list(range(1, 11))
+                                               + ["step_started", "run_finished"])
+        assert [e["seq"] for e in events] == list(range(1, 12))
         assert [e["output"] for e in events if e["type"] == "step_finished"] == [
             {"n": 1}, {"n": 2}]
         checkpoint = reader.latest_checkpoint("r1")
         assert checkpoint is not None
         assert checkpoint.seq == 9
-        assert reader.get_run("r1").last_seq == 10
+        assert reader.get_run("r1").last_seq == 11
         assert reader.get_run("r1").status == "error"
+
+    def test_a_script_commits_with_its_end_unless_it_is_still_running(
+            self, handles: Callable[[], RunStore]) -> None:
+        """A script step's start and output wait for its checkpoint (one transaction for a
+        short script); `commit_waiting` commits what waits while it runs (a long script shows
+        running). A route that then fails keeps the start and the output (the script ran)
+        and drops the events that finish it, and a gate answer its step used is asked again;
+        the events stay numbered 1..n."""
+        writer, reader = handles(), handles()
+        writer.create_run(_record("r1"))
+        numbers = iter(range(1, 100))
+
+        def emit(event: Event) -> None:
+            writer.append_event(_stamp(event, "r1", next(numbers)))
+
+        def script(i: int) -> list[Event]:
+            return [StepStarted(step="t", step_type="script", iteration=i, run_iteration=i),
+                    ScriptOutput(step="t", iteration=i, argv=["true"], exit_code=0,
+                                 stdout=f"{i}\n", stderr="")]
+
+        def finish(i: int) -> list[Event]:
+            return [StepFinished(step="t", step_type="script", iteration=i, elapsed=0.0,
+                                 output={"exit_code": 0}),
+                    RouteTaken(from_step="t", to_step="t", route_index=0, condition=None)]
+
+        emit(RunStarted(workflow="flow", workflow_path="/f.yaml", workflow_hash="sha256:00",
+                        entry_point="t", inputs={}, podium_version="0", max_iterations=9))
+        for event in script(1) + finish(1):  # a short script: nothing before its checkpoint
+            emit(event)
+        assert [e["type"] for e in reader.events("r1")] == ["run_started"]
+        assert reader.get_run("r1").current_step is None
+        emit(Checkpointed(step="t", next_step="t", run_iteration=1))
+        assert len(reader.events("r1")) == 6
+        started, output = script(2)
+        emit(started)
+        assert len(reader.events("r1")) == 6
+        writer.commit_waiting("r1")  # the script outlasted the window: its start commits
+        assert [e["type"] for e in reader.events("r1")][6:] == ["step_started"]
+        assert reader.get_run("r1").current_step == "t"
+        emit(output)
+        gate = writer.open_gate(self._gate("r1", step="t"))
+        writer.answer_gate(gate, "yes", {}, "ana")
+        writer.consume_gate(gate)
+        for event in finish(2):
+            emit(event)
+        emit(RunFinished(status="error", step="t", message="no route", elapsed=1.0,
+                         iterations=2, exit_code=3))
+        events = reader.events("r1")
+        assert [e["type"] for e in events][6:] == [
+            "step_started", "script_output", "run_finished"]
+        assert events[7]["stdout"] == "2\n"
+        assert [e["seq"] for e in events] == list(range(1, 10))
+        assert reader.get_run("r1").last_seq == 9
+        assert [g.status for g in reader.gates(run_id="r1")] == ["answered"]
+        assert [g.status for g in writer.gates(run_id="r1")] == ["answered"]
 
     def test_live_rows_are_no_history(self, handles: Callable[[], RunStore]) -> None:
         writer, reader = handles(), handles()
@@ -621,7 +677,7 @@ class RunStoreConformance:
         a, b, c = _history("a"), _history("b"), _history("c")
         used = writer.open_gate(self._gate("a"))
         reader.answer_gate(used, "yes", {}, "cli")
-        for event in a[:3] + b[:3] + c[:3]:  # run_started, step_started, script_output
+        for event in a[:3] + b[:3] + c[:3]:  # run_started, step_started, prompt_rendered
             writer.append_event(event)
         writer.consume_gate(used)  # a's step uses the answer...
         writer.append_event(a[3])  # ... and finishes: a's step is pending
@@ -660,12 +716,12 @@ class RunStoreConformance:
         h = _history("r")
         first.append_event(h[0])  # run_started
         first.append_event(_stamp(h[1], "r", 1))  # step_started, with a clashing seq
-        second.append_event(_stamp(h[2], "r", 1))  # another process's output, same seq
+        second.append_event(_stamp(h[2], "r", 1))  # another process's prompt, same seq
         first.append_event(h[3])  # step_finished: pending until its checkpoint
         first.append_event(h[4])  # route_taken: pending too
         second.append_event(_stamp(h[6], "r", 2))  # limit_reached from the other handle
         assert [(e["seq"], e["type"]) for e in reader.events("r")] == [
-            (1, "run_started"), (2, "step_started"), (3, "script_output"),
+            (1, "run_started"), (2, "step_started"), (3, "prompt_rendered"),
             (4, "limit_reached")]
         assert reader.get_run("r").last_seq == 4
         first.append_event(h[5])  # the checkpoint commits the step after the other's event

@@ -115,8 +115,16 @@ def test_the_jsonl_copy_holds_what_the_store_has_committed_while_a_step_runs(
 
 def test_the_jsonl_copy_writes_a_set_step_with_its_checkpoint(tmp_path: Path) -> None:
     """What the store commits in one transaction reaches the JSONL file in one write: a
-    `set` step's start, end and route wait for its checkpoint; a script's start does not."""
-    from podium.events.model import Checkpointed, RouteTaken, StepFinished, StepStarted
+    `set` step's start, end and route wait for its checkpoint, and so do a script's start
+    and output, until the bus commits what waits (a script that runs on); an agent's start
+    does not wait."""
+    from podium.events.model import (
+        Checkpointed,
+        RouteTaken,
+        ScriptOutput,
+        StepFinished,
+        StepStarted,
+    )
     from podium.events.sinks.jsonl import JsonlSink
 
     log = tmp_path / "events.jsonl"
@@ -127,11 +135,18 @@ def test_the_jsonl_copy_writes_a_set_step_with_its_checkpoint(tmp_path: Path) ->
             StepFinished(step="a", step_type="set", iteration=1, elapsed=0.0, output=1),
             RouteTaken(from_step="a", to_step="b", route_index=0),
             Checkpointed(step="a", next_step="b", run_iteration=1),
-            StepStarted(step="b", step_type="script", iteration=1, run_iteration=2)], 1):
-        sink.handle(event.model_copy(update={"run_id": "r", "seq": seq}))
+            StepStarted(step="b", step_type="script", iteration=1, run_iteration=2),
+            ScriptOutput(step="b", iteration=1, argv=["true"], exit_code=0, stdout="",
+                         stderr=""),
+            "commit_waiting",
+            StepStarted(step="c", step_type="agent", iteration=1, run_iteration=3)], 1):
+        if isinstance(event, str):
+            sink.on_commit_held("r")  # what EventBus.commit_waiting tells the sinks
+        else:
+            sink.handle(event.model_copy(update={"run_id": "r", "seq": seq}))
         on_disk.append(len(read_jsonl(log)) if log.exists() else 0)
     sink.close()
-    assert on_disk == [0, 0, 0, 4, 5]
+    assert on_disk == [0, 0, 0, 4, 4, 4, 6, 7]
 
 
 def test_the_jsonl_copy_writes_a_groups_members_with_each_batch(tmp_path: Path) -> None:

@@ -149,6 +149,13 @@ class EventBus:
         self._each_committer("commit_held")
         self._each_sink("on_commit_held")
 
+    def commit_waiting(self) -> None:
+        """Commit now what this run's events left waiting for a later commit point: a step
+        that waits on something slow (a script that outlasts COMMIT_WINDOW) shows as running
+        while it waits. A failure stops the run, as a failed commit inside an emit does."""
+        self._each_committer("commit_waiting")
+        self._each_sink("on_commit_held")
+
     def release(self) -> None:
         self._each_committer("release")
         self._each_sink("on_release")

@@ -24,8 +24,15 @@ DEFERRED = frozenset({"step_finished", "route_taken", "gate_answered"})
 INSTANT = frozenset({"set"})
 
 # How long the first write of a batch (a group's members, a run of instant steps) waits for
-# others to join it in one transaction.
+# others to join it in one transaction; and how long a script may run before its start
+# commits on its own.
 COMMIT_WINDOW = 0.005
+# A script step's start and output commit with its end, one transaction per step instead of
+# three (they were a quarter of a short script's cost; docs/performance.md), unless the script
+# runs longer than COMMIT_WINDOW: its start then commits while it runs (steps/script.py asks
+# the bus), so a reader sees a long script running. A script killed before its end runs again
+# on resume either way; a failure of its route keeps its start and output (store/sqlcore.py).
+SCRIPT = "script"
 # A group member's agent starts in the same commit as the next thing it records, its prompt
 # (or its failure): the prompt is rendered from the run's state right after it, so a reader
 # sees the member start a moment later (its group is seen running meanwhile), and a member
@@ -52,10 +59,12 @@ def defers(event: Event) -> bool:
         return True
     if event.type == "step_started":
         kind = event.__dict__.get("step_type")
-        if kind in INSTANT and event.__dict__.get("group") is None:
+        if (kind in INSTANT or kind == SCRIPT) and event.__dict__.get("group") is None:
             return True
         if kind == "agent" and event.__dict__.get("group") is not None:
             return True
+    if event.type == "script_output":  # with its step's end (or its start, while it runs)
+        return True
     if event.type == "model_exchange" and event.__dict__.get("group") is not None:
         # a group member's answer: what follows it (the member's end, or its parse
         # recovery) commits at once, and a member killed before its end runs again anyway

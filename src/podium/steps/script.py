@@ -25,6 +25,7 @@ from typing import Any
 
 from podium import jsontext
 from podium.errors import LimitExceeded, OutputContractError, StepError
+from podium.events.commits import COMMIT_WINDOW
 from podium.events.model import ScriptOutput
 from podium.language.model import MAX_SCRIPT_OUTPUT_MB, ScriptStep
 from podium.steps.base import StepCall, StepOutcome
@@ -101,7 +102,11 @@ def execute_script(call: StepCall) -> StepOutcome:
     except OSError as exc:
         raise StepError(f"failed to start '{command}': {exc.strerror or exc}", step=name,
                         iteration=it) from None
-    done = running.finish(timeout)
+    # a script that ends within COMMIT_WINDOW commits its start with its end; a longer one
+    # commits its start once it has run that long (events/commits.py), so it shows running.
+    # A group member's start is not waiting (its group commits it).
+    slow = None if run.group is not None else (COMMIT_WINDOW, run.bus.commit_waiting)
+    done = running.finish(timeout, slow=slow)
     if done.timed_out:
         if bounded_by_run:
             raise LimitExceeded(f"the run's timeout expired while script '{name}' ran",

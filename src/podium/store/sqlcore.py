@@ -66,7 +66,9 @@ class _Pending:
 
     writes: list[_Write | Event] = field(default_factory=list)  # an Event: numbered at commit
     consumed: set[int] = field(default_factory=set)  # gates whose answer the step used
-    step: bool = False  # holds a finished step's events not yet followed by a checkpoint
+    # where in `writes` the events that finish a step (events/commits.py completes_step)
+    # begin, while no checkpoint follows them; None: no such events wait
+    finishing: int | None = None
     # how many of `writes` the last checkpoint among them commits: a batch of held instant
     # steps (engine/run.py) holds several steps, each with its checkpoint
     checkpointed: int = 0
@@ -98,6 +100,7 @@ class Dialect:
     event_insert: str = field(init=False)
     checkpoint_upsert: str = field(init=False)
     last_seq: str = field(init=False)
+    gate_consume: str = field(init=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -110,6 +113,7 @@ class Dialect:
             "next_step = excluded.next_step, created_at = excluded.created_at"))
         put(self, "last_seq", self.sql("UPDATE runs SET last_seq = ?, updated_at = ? "
                                        "WHERE id = ?"))
+        put(self, "gate_consume", self.sql("UPDATE gates SET status = 'consumed' WHERE id = ?"))
 
     def sql(self, text: str) -> str:
         """A statement written with `?` placeholders, in this dialect."""
@@ -190,6 +194,12 @@ class SQLCore:
             if held is None or not held[1]:
                 return
             held[1] = False
+            self._flush([run_id])
+
+    def commit_waiting(self, run_id: str) -> None:
+        """Commit what `run_id` left waiting for its next commit point (the bus's
+        commit_waiting: a script step's start, while the script runs)."""
+        with self._lock:
             self._flush([run_id])
 
     def release(self, run_id: str) -> None:
@@ -341,23 +351,12 @@ class SQLCore:
         q = self.SQL
         with self._lock:
             pending = self._pending.get(event.run_id)
-            if event.type == "run_finished" and pending is not None and pending.step:
-                # a step finished but the run ended before its checkpoint (an interrupt, a
-                # routing error): the step was not committed, so its events are not either
-                # (what earlier checkpoints of the batch commit stays), and the run's end
-                # takes the seq of the first of them (its events stay numbered 1..n, and a
-                # resume numbers on from the end)
-                dropped = [w[1][1] for w in pending.writes[pending.checkpointed:]
-                           if isinstance(w, tuple) and w[0] == q.event_insert]
-                del pending.writes[pending.checkpointed:]
-                pending.step = False
-                if not pending.writes:
-                    del self._pending[event.run_id]
-                if dropped:
-                    event = event.model_copy(update={"seq": min(dropped)})
+            if (event.type == "run_finished" and pending is not None
+                    and pending.finishing is not None):
+                event = self._unfinished(pending, event)
             pending = self._pending_of(event.run_id)
-            if completes_step(event):
-                pending.step = True
+            if completes_step(event) and pending.finishing is None:
+                pending.finishing = len(pending.writes)
             if self._numbering:  # its seq is given when it commits (_write_numbered)
                 pending.writes.append(event)
             else:
@@ -371,7 +370,7 @@ class SQLCore:
                     pending.writes.append((q.checkpoint_upsert, (point.run_id, point.seq,
                                                                  point.step, point.next_step,
                                                                  point.ts)))
-                pending.step = False
+                pending.finishing = None
                 pending.checkpointed = len(pending.writes)
             if not defers(event):
                 if not self._numbering:
@@ -385,6 +384,28 @@ class SQLCore:
                 if held is not None:
                     held[1] = False  # committed with this one
                 self._flush([event.run_id])
+
+    def _unfinished(self, pending: _Pending, end: Event) -> Event:
+        """The run ended after a step finished but before its checkpoint (an interrupt, a
+        routing error): the step was not committed, so the events that finish it are not
+        either, nor the gate answers it used (asked again on resume). What happened before
+        them stays: the step's start, a script's output, and what earlier checkpoints of a
+        batch commit. The run's end takes the seq of the first event dropped, so the events
+        stay numbered 1..n and a resume numbers on from the end."""
+        q = self.SQL
+        start, cut = pending.checkpointed, cast(int, pending.finishing)
+        kept = [w for w in pending.writes[start:cut]
+                if not (isinstance(w, tuple) and w[0] == q.gate_consume)]
+        dropped = [w[1][1] for w in pending.writes[cut:]
+                   if isinstance(w, tuple) and w[0] == q.event_insert]
+        pending.writes[start:] = kept
+        pending.consumed = {g for w in pending.writes[:start]
+                            if isinstance(w, tuple) and w[0] == q.gate_consume
+                            for g in w[1]}
+        pending.finishing = None
+        if not pending.writes:
+            del self._pending[end.run_id]
+        return end.model_copy(update={"seq": min(dropped)}) if dropped else end
 
     def _summarise(self, event: Event) -> list[_Write]:
         """The run row's updates an event implies."""
@@ -471,8 +492,7 @@ class SQLCore:
                 return
             pending = self._pending_of(str(rows[0]["run_id"]))
             pending.consumed.add(gate_id)
-            pending.writes.append((q.sql("UPDATE gates SET status = 'consumed' WHERE id = ?"),
-                                   (gate_id,)))
+            pending.writes.append((q.gate_consume, (gate_id,)))
 
     def gates(self, *, run_id: str | None = None, status: str | None = None) -> list[GateRecord]:
         with self._lock:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import field
 
 from podium.records import record
@@ -279,13 +279,18 @@ class Running:
             else:
                 self._close_stdin()
 
-    def finish(self, timeout: float | None) -> Finished:
+    def finish(self, timeout: float | None, *,
+               slow: tuple[float, Callable[[], None]] | None = None) -> Finished:
         """Feed, read and wait until the command is done or `timeout` seconds passed, then
-        kill what is left of its group. Whatever happens (an interrupt too), the group is
+        kill what is left of its group. `slow` is (seconds, fn): fn() is called once, on this
+        thread, if the command is still running after that long (an error it raises ends the
+        command as an interrupt does). Whatever happens (an interrupt too), the group is
         killed, its leader reaped and the pipes closed when this returns."""
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            timed_out = self._communicate(deadline)
+            now = time.monotonic()
+            deadline = None if timeout is None else now + timeout
+            timed_out = self._communicate(
+                deadline, None if slow is None else (now + slow[0], slow[1]))
             self._end(self.command.term_grace if timed_out else 0.0)
             self._drain(DRAIN_SECONDS)
         except BaseException:
@@ -299,14 +304,21 @@ class Running:
 
     # ------------------------------------------------------------------ the loop
 
-    def _communicate(self, deadline: float | None) -> bool:
-        """Run the loop until the command is done; True when the deadline came first."""
+    def _communicate(self, deadline: float | None,
+                     slow: tuple[float, Callable[[], None]] | None) -> bool:
+        """Run the loop until the command is done; True when the deadline came first.
+        `slow` is (when, fn): fn() runs once `when` (monotonic) passed, if it is not done."""
         while True:
             if self._leader_exited() and (not self.command.wait_for_output
                                           or not self.outputs):
                 return False
             if self.command.stop_past_stdout_cap and self.stdout.truncated:
                 return False
+            if slow is not None and (deadline is None or slow[0] < deadline):
+                if not self._select(slow[0]):  # still running when `when` came
+                    slow[1]()
+                    slow = None
+                continue
             if not self._select(deadline):
                 return True
 
