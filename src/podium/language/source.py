@@ -73,6 +73,7 @@ class _Budget:
     nodes: int = 0
     bytes: int = 0
     alias_chars: int = 0  # text repeated by aliases
+    env: bool = False  # a string value holds `${`: the load substitutes variables
 
 
 class _Frame:
@@ -219,6 +220,8 @@ class _Composer:
                             value = resolve_plain(value)
                         except IntegerTooLong as exc:
                             self.fail(mark, str(exc), path)
+                if type(value) is str and "${" in value:
+                    budget.env = True
                 if event.anchor:
                     anchors[event.anchor] = (value, 1, _chars(value))
                 if top is None:
@@ -610,11 +613,13 @@ def load_document(path: Path, environ: Mapping[str, str] | None = None,
     if not text.strip():
         raise LoadFailure([_diag(Pos(shown, 1, 1), (), "the file is empty",
                                  "a workflow needs 'workflow:' and 'agents:'", code="empty")])
-    composer = _Composer(path.resolve(), shown, smap, chain=(path.resolve(),),
-                         budget=_Budget(bytes=len(text)))
+    budget = _Budget(bytes=len(text))
+    composer = _Composer(path.resolve(), shown, smap, chain=(path.resolve(),), budget=budget)
     data = composer.compose(text)
-    problems: list[Diagnostic] = []
-    data = substitute_env(data, smap, os.environ if environ is None else environ, problems)
-    if problems:
-        raise LoadFailure(problems)
+    if budget.env:  # else no value to substitute in, and the walk would only copy the data
+        problems: list[Diagnostic] = []
+        data = substitute_env(data, smap, os.environ if environ is None else environ,
+                              problems)
+        if problems:
+            raise LoadFailure(problems)
     return LoadedDocument(path, shown, data, smap, text)
