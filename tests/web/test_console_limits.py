@@ -17,6 +17,7 @@ import resource
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +159,28 @@ def test_a_client_that_never_ends_its_headers_is_closed(tmp_path: Path) -> None:
                 continue
             if not chunk:
                 break  # the console closed the connection
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 408 "), got[:200]
+        assert b"did not arrive in full" in got
+        answered = server.info()
+        assert answered is not None
+        assert answered.status == 200
+
+
+def test_a_timed_out_client_that_goes_on_sending_still_reads_its_408(tmp_path: Path) -> None:
+    """The client goes on sending header lines after the console answered 408: the console
+    reads them until the client closes (a lingering close), so no reset reaches the client
+    ahead of the answer it has not read yet, and it reads the 408 and then the end."""
+    with served(tmp_path / "home", 1024, {"PODIUM_CONSOLE_REQUEST_TIMEOUT": "0.5"}) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(1.0)  # past the timeout: the answer waits unread in this socket
+        for i in range(50):
+            sock.sendall(f"X-Late-{i}: {'x' * 1000}\r\n".encode())
+            time.sleep(0.005)
+        time.sleep(0.2)
+        got = b""
+        while chunk := sock.recv(65536):
             got += chunk
         assert got.startswith(b"HTTP/1.1 408 "), got[:200]
         assert b"did not arrive in full" in got

@@ -10,7 +10,10 @@ stayed in CLOSE-WAIT after the clients had gone. Now:
   with a line saying why, and is closed at once;
 - a request (its headers and its body) must arrive within `request_timeout` seconds of its
   first byte, or of the connection being opened: a client that never ends its headers
-  (slowloris) is answered `408 Request Timeout` and closed;
+  (slowloris) is answered `408 Request Timeout` and closed. The close lingers: the console
+  ends its side after the answer and reads (and drops) what the client still sends for up to
+  LINGER seconds, because closing a socket with unread input makes the kernel reset the
+  connection, and a reset can destroy the answer before the client reads it;
 - between requests an idle keep-alive connection is closed after uvicorn's keep-alive timeout;
 - the kernel's accept queue is short (BACKLOG), so one wake-up of the loop never accepts more
   connections than the descriptors left for them.
@@ -33,6 +36,7 @@ from podium.records import record
 
 BACKLOG = 64  # connections waiting in the kernel to be accepted (uvicorn's default is 2,048)
 KEEP_ALIVE = 5  # seconds an idle connection is kept between requests
+LINGER = 2.0  # seconds a timed-out connection still reads after its answer, before the close
 _RESERVED = 128  # descriptors kept for the store, the reader, the streams, logs and imports
 _MOST = 512  # connections a console needs at most (a few pages, each with one stream)
 
@@ -79,6 +83,7 @@ def protocol(bounds: Limits) -> type[asyncio.Protocol]:
 
     class Bounded(H11Protocol):
         _shed = False
+        _lingering = False  # answered and half-closed: what comes now is read and dropped
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
@@ -94,7 +99,7 @@ def protocol(bounds: Limits) -> type[asyncio.Protocol]:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            if self._shed:
+            if self._shed or self._lingering:
                 return
             if self._deadline is None and self.conn.their_state is not h11.DONE:
                 self._arm()  # the first bytes of the next request on a kept-alive connection
@@ -127,6 +132,13 @@ def protocol(bounds: Limits) -> type[asyncio.Protocol]:
                     "408 Request Timeout",
                     f"podium console: the request did not arrive in full within "
                     f"{bounds.request_timeout:g} s"))
+                if self.transport.can_write_eof():
+                    # a lingering close: the answer, then our FIN; the client's bytes are
+                    # still read, so no reset discards the answer before the client reads it
+                    self.transport.write_eof()
+                    self._lingering = True
+                    self._deadline = self.loop.call_later(LINGER, self.transport.close)
+                    return
             self.transport.close()
 
         def on_response_complete(self) -> None:
