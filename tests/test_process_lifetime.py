@@ -7,7 +7,8 @@ processes, no mocks; docs/decisions/0011-child-processes.md):
   and ends that child;
 - a script that finishes leaves no background process behind;
 - the agent tool run_command ends what its command started in the background;
-- scripts and commands carry PODIUM_RUN_ID, the marker of their run.
+- scripts and commands carry PODIUM_RUN_ID, the marker of their run;
+- a podium killed between spawning a script and registering its group still ends it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -134,6 +136,41 @@ def test_sigkill_of_podium_ends_the_scripts_processes(tmp_path: Path, shape: str
         podium.stderr.close()
     assert wait_until(leftovers.gone, timeout=3), \
         f"still alive after podium was killed: {[p.pid for p in marked(run_id)]}"
+
+
+# `python -m podium ARGS`, killed with SIGKILL right after it spawned its first command and
+# before it registered the command's group with the reaper: the narrowest window there is
+KILLED_AT_REGISTRATION = """\
+import os, runpy, signal
+import podium.tools.processes as processes
+def started(pgid):
+    os.kill(os.getpid(), signal.SIGKILL)
+processes._reaper.started = started
+runpy.run_module("podium", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_podium_killed_before_it_registered_a_group_still_ends_it(
+        tmp_path: Path, leftovers: Leftovers) -> None:
+    """podium dies between spawning a script and registering its group: the reaper knew a
+    start was under way, and kills the groups led by the commands carrying this podium
+    process's mark (PODIUM_REAPER_MARK), the new script's included."""
+    ready = tmp_path / "ready"
+    path = write(tmp_path, script_yaml(f"sleep 300 & touch {ready}; sleep 301"))
+    argv = podium_argv("run", str(path))
+    proc = subprocess.run([argv[0], "-c", KILLED_AT_REGISTRATION, *argv[3:]], cwd=tmp_path,
+                          env=cli_env(tmp_path / "home"), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    db = sqlite3.connect(tmp_path / "home" / "podium.db")
+    try:
+        (run_id,), = db.execute("SELECT id FROM runs").fetchall()
+    finally:
+        db.close()
+    leftovers.run_ids.append(run_id)  # whatever the reaper misses is killed after the test
+    # the script ran, or was killed before it could: either way nothing of it is left
+    assert wait_until(lambda: not marked(run_id), timeout=10), \
+        f"still alive after podium was killed: {[p.cmdline() for p in marked(run_id)]}"
 
 
 @pytest.mark.parametrize(("limits", "error", "message"), [

@@ -2,10 +2,14 @@
 and bounded by one loop, and is registered with a reaper process that kills every group still
 registered when podium exits or is killed (docs/decisions/0011-child-processes.md).
 
-The reaper is a small `python -S -I` process in its own session, started on the first command.
-It reads "+PGID" / "-PGID" lines from a pipe whose write end only podium holds (the end is
-non-inheritable and commands start with close_fds), so it reads EOF when podium's process ends
-in any way, SIGKILL included, and then sends SIGKILL to each group it still holds.
+The reaper is a small `python -S -I` process in its own session, started before the first
+command. It reads "+PGID" / "-PGID" lines from a pipe whose write end only podium holds (the
+end is non-inheritable and commands start with close_fds), so it reads EOF when podium's
+process ends in any way, SIGKILL included, and then sends SIGKILL to each group it still
+holds. A start is announced before the spawn ("?") and closed with the group's registration
+("="): a podium killed between the two leaves its reaper a start under way, and the reaper
+then also kills every group led by a process carrying this podium process's mark
+(PODIUM_REAPER_MARK, in every command's environment), which the new command has.
 
 A group is killed and unregistered only while its leader is an unreaped zombie or after it was
 reaped, never on a guess: the leader's exit is observed without reaping it (a pidfd, or waitid
@@ -30,26 +34,52 @@ from dataclasses import field
 from podium.records import record
 
 RUN_ID_VARIABLE = "PODIUM_RUN_ID"  # in every command's environment: the run it belongs to
+# in every command's environment too: which podium process started it (its reaper's mark)
+MARK_VARIABLE = "PODIUM_REAPER_MARK"
 DRAIN_SECONDS = 2.0  # how long pipes may stay open once their group was killed
 REAP_SECONDS = 5.0  # how long a killed leader may take to be reaped
 _POLL_SECONDS = 0.02  # how often the leader's exit is polled where there is no pidfd
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks when writable
 _READ_SIZE = 65536
 
+# The reaper reads lines: `+PGID` registers a group, `-PGID` unregisters it, `?` says a
+# command is being started and `=` that this start ended (its group registered, or it failed).
+# At EOF it kills every registered group, and, when a start was still under way (podium was
+# killed between the spawn and the registration), every group led by a process that carries
+# this podium process's mark (MARK_VARIABLE, its last argument; Linux: read from /proc).
 _REAPER_CODE = """\
-import os, signal
+import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-groups, rest = set(), b""
+groups, starting, rest = set(), 0, b""
 while True:
     chunk = os.read(0, 65536)
     if not chunk:
         break
     *lines, rest = (rest + chunk).split(b"\\n")
     for line in lines:
-        if line[:1] == b"+":
+        kind = line[:1]
+        if kind == b"+":
             groups.add(int(line[1:]))
-        elif line[:1] == b"-":
+        elif kind == b"-":
             groups.discard(int(line[1:]))
+        elif kind == b"?":
+            starting += 1
+        elif kind == b"=":
+            starting -= 1
+if starting > 0:
+    mark = ("PODIUM_REAPER_MARK=" + sys.argv[-1]).encode()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        pids = []
+    for pid in pids:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                marked = mark in f.read().split(b"\\0")
+            if marked and os.getpgid(pid) == pid:
+                groups.add(pid)
+        except OSError:
+            pass
 for pgid in groups:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -80,23 +110,40 @@ class _Reaper:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._groups: set[int] = set()
+        self._starting = 0  # starts under way: spawned, or about to be, and not registered
+        self._mark = ""  # this process's mark (MARK_VARIABLE), made on first use
         self._inherited: list[subprocess.Popen[bytes]] = []
         self._hooked = False
 
-    def ready(self) -> None:
-        """Have the reaper running before a command starts: registering the command's group
-        right after the spawn is then one write. (Started on the first registration, the
-        reaper existed a moment before it knew the group, and podium killed in that moment
-        left the command running.)"""
+    def mark(self) -> str:
+        """This process's mark, set in the environment of every command it starts."""
+        with self._lock:
+            return self._mark_unlocked()
+
+    def _mark_unlocked(self) -> str:
+        if not self._mark:
+            self._mark = f"{os.getpid()}-{os.urandom(6).hex()}"
+        return self._mark
+
+    def starting(self) -> None:
+        """A command is about to start: the reaper runs, and knows until `started` to kill
+        the groups led by this process's marked commands should podium die before it could
+        register the new group. (A podium killed in the moment between a spawn and its
+        registration once left the command running.)"""
         with self._lock:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 self._start()
+            self._starting += 1
+            self._send(b"?\n")
 
-    def add(self, pgid: int) -> None:
+    def started(self, pgid: int | None) -> None:
+        """The start ended: its group `pgid` is registered (None: the start failed)."""
         with self._lock:
-            self._groups.add(pgid)
-            self._send(b"+%d\n" % pgid)
+            self._starting -= 1
+            if pgid is not None:
+                self._groups.add(pgid)
+            self._send(b"=\n" if pgid is None else b"+%d\n=\n" % pgid)
 
     def discard(self, pgid: int) -> None:
         with self._lock:
@@ -128,7 +175,8 @@ class _Reaper:
             os.register_at_fork(after_in_child=self._forget)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-S", "-I", "-c", _REAPER_CODE, "podium-reaper"],
+                [sys.executable, "-S", "-I", "-c", _REAPER_CODE, "podium-reaper",
+                 self._mark_unlocked()],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd="/", close_fds=True, start_new_session=True, env=helper_environment())
         except OSError:
@@ -136,7 +184,8 @@ class _Reaper:
         self._proc = proc
         assert proc.stdin is not None
         with contextlib.suppress(OSError):
-            os.write(proc.stdin.fileno(), b"".join(b"+%d\n" % g for g in self._groups))
+            os.write(proc.stdin.fileno(),
+                     b"".join(b"+%d\n" % g for g in self._groups) + b"?\n" * self._starting)
 
     def _stop(self, wait: float) -> None:
         proc, self._proc = self._proc, None
@@ -160,6 +209,8 @@ class _Reaper:
             self._inherited.append(self._proc)
             self._proc = None
         self._groups.clear()
+        self._starting = 0
+        self._mark = ""  # a mark of its own: the parent's reaper must not take its commands
 
 
 _reaper = _Reaper()
@@ -232,12 +283,18 @@ def start(command: Command) -> Running:
     env = dict(command.env)
     if command.run_id is not None:
         env[RUN_ID_VARIABLE] = command.run_id
-    _reaper.ready()
-    proc = subprocess.Popen(list(command.argv), cwd=command.cwd, env=env,
-                            stdin=subprocess.DEVNULL if command.stdin is None
-                            else subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            close_fds=True, start_new_session=True)
+    env[MARK_VARIABLE] = _reaper.mark()
+    _reaper.starting()
+    try:
+        proc = subprocess.Popen(list(command.argv), cwd=command.cwd, env=env,
+                                stdin=subprocess.DEVNULL if command.stdin is None
+                                else subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                close_fds=True, start_new_session=True)
+    except BaseException:
+        _reaper.started(None)
+        raise
+    _reaper.started(proc.pid)
     try:
         return Running(proc, command)
     except BaseException:
@@ -254,8 +311,7 @@ class Running:
     def __init__(self, proc: subprocess.Popen[bytes], command: Command) -> None:
         self.proc = proc
         self.command = command
-        self.pgid = proc.pid
-        _reaper.add(self.pgid)
+        self.pgid = proc.pid  # registered with the reaper by start()
         self.exited = False
         self.reaped = False
         self.pidfd = _pidfd(proc.pid)
