@@ -28,9 +28,9 @@ INSTANT = frozenset({"set"})
 # commits on its own.
 COMMIT_WINDOW = 0.005
 # A script step's start and output commit with its end, one transaction per step instead of
-# three (they were a quarter of a short script's cost; docs/performance.md), unless the script
-# runs longer than COMMIT_WINDOW: its start then commits while it runs (steps/script.py asks
-# the bus), so a reader sees a long script running. A script killed before its end runs again
+# three (the two saved were an eighth of a short script step; docs/performance.md), unless
+# the script runs longer than COMMIT_WINDOW: its start then commits while it runs
+# (steps/script.py asks the bus), so a reader sees a long script running. A script killed before its end runs again
 # on resume either way; a failure of its route keeps its start and output (store/sqlcore.py).
 SCRIPT = "script"
 # A group member's agent starts in the same commit as the next thing it records, its prompt
