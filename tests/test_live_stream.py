@@ -28,6 +28,7 @@ from podium.clock import FakeClock
 from podium.events.bus import EventBus
 from podium.events.model import (
     Event,
+    GuidanceAdded,
     ModelDelta,
     ModelExchange,
     PromptRendered,
@@ -168,6 +169,37 @@ def test_a_failing_live_writer_warns_once_and_the_run_goes_on(
     bus.emit(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0))
     assert "disk on fire" not in capsys.readouterr().err  # once
     assert len(memory.events) == 5
+
+
+class _Reader(MemorySink):
+    """An observer that says which event types it reads (the bus's `reads`)."""
+
+    def __init__(self, reads: frozenset[str]) -> None:
+        super().__init__()
+        self.reads = reads
+
+
+def test_the_bus_hands_an_observer_only_the_types_it_reads() -> None:
+    bus = EventBus("r1", FakeClock())
+    spend, every = _Reader(frozenset({"model_exchange"})), MemorySink()
+    bus.add(spend)
+    bus.add(every)
+    bus.emit(GuidanceAdded(text="shorter", step="a", iteration=1))
+    bus.emit(PromptRendered(step="a", iteration=1, provider="scripted", model="m", prompt="p"))
+    bus.emit(ModelExchange(step="a", iteration=1, attempt=1, provider="scripted", model="m",
+                           request={}, response_text="{}"))
+    late = _Reader(frozenset({"prompt_rendered", "step_finished"}))
+    bus.add(late)  # an observer added after the first events is routed as well
+    bus.emit(PromptRendered(step="a", iteration=2, provider="scripted", model="m", prompt="q"))
+    bus.emit(StepFinished(step="a", step_type="agent", iteration=2, elapsed=1.0))
+    assert spend.types() == ["model_exchange"]
+    assert every.types() == ["guidance_added", "prompt_rendered", "model_exchange",
+                             "prompt_rendered", "step_finished"]
+    assert late.types() == ["prompt_rendered", "step_finished"]
+    assert [e.seq for e in every.events] == [1, 2, 3, 4, 5]
+    # the live sink and the spend meter say what they read: every type their handle acts on
+    assert {"model_delta", "prompt_rendered", "model_exchange", "step_finished", "step_failed",
+            "run_finished", "run_started"} == LiveSink.reads
 
 
 # ----------------------------------------------------------------------------- a real run

@@ -47,7 +47,8 @@ def defer_interrupt() -> bool:
 
 
 class Sink(Protocol):
-    """Anything that consumes events."""
+    """Anything that consumes events. An observer with a `reads` attribute (a set of event
+    types) is handed only events of those types; one without it, every event."""
 
     def handle(self, event: Event) -> None: ...
 
@@ -65,6 +66,9 @@ class EventBus:
         self.committers: list[Sink] = []
         self.failure: BaseException | None = None  # a committer's error: the run must stop
         self._broken: set[int] = set()
+        # event type -> the observers that read it (their `reads`), worked out when first
+        # asked: a fan-out emits four events a member, most of which most observers skip
+        self._readers: dict[str, list[tuple[int, Sink]]] = {}
         self._lock = threading.Lock()
         self.drop: frozenset[str] = frozenset()  # event types not to record
         self.redactor = Redactor()  # secret values never to record (shared with sub-runs)
@@ -73,6 +77,7 @@ class EventBus:
     def add(self, sink: Sink) -> None:
         """An observer: it may fail, with a warning."""
         self.sinks.append(sink)
+        self._readers.clear()
 
     def add_committer(self, sink: Sink) -> None:
         """The sink that commits the run: its failure stops the run."""
@@ -187,7 +192,12 @@ class EventBus:
                 raise
 
     def _observe(self, stamped: Event) -> None:
-        for i, sink in enumerate(self.sinks):
+        readers = self._readers.get(stamped.type)
+        if readers is None:
+            readers = self._readers[stamped.type] = [
+                (i, sink) for i, sink in enumerate(self.sinks)
+                if (reads := getattr(sink, "reads", None)) is None or stamped.type in reads]
+        for i, sink in readers:
             if i in self._broken:
                 continue
             try:

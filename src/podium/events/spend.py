@@ -191,6 +191,8 @@ class SpendMeter:
     what its sub-workflow runs spent once they end. Reads give the same RunSpend the stored
     events fold to."""
 
+    reads = frozenset({"model_exchange"})  # what the bus hands it (events/bus.py Sink)
+
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self._calls: list[Call] = []

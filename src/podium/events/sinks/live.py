@@ -106,6 +106,10 @@ class LiveSink:
     """Writes a running step's live row through `writer` (the run store), from a thread of
     its own that runs while rows wait to be written."""
 
+    # what the bus hands it (events/bus.py Sink): the types `handle` acts on
+    reads = frozenset({"model_delta", "prompt_rendered", "model_exchange", "step_finished",
+                       "step_failed", "run_finished", "run_started"})
+
     def __init__(self, writer: LiveWriter, *, redactor: Redactor | None = None,
                  window: Window | None = None, interval: float = INTERVAL) -> None:
         self.writer = writer
