@@ -132,3 +132,24 @@ def test_the_json_schema_is_built_once_per_declaration() -> None:
     assert len(schema_module._fast_validators) == 3
     assert validation_schema(REVIEW)["required"] == ["verdict", "score", "notes", "issues"]
     assert "additionalProperties" not in validation_schema(REVIEW)
+
+
+def test_a_declaration_is_translated_once_and_each_provider_copies_before_it_adapts() -> None:
+    from podium.providers.openai_chat import response_format
+    from podium.steps.schema import declared_schema, to_json_schema
+
+    decl = {"verdict": OutputField(type="string", enum=["ok", "no"]),
+            "score": OutputField(type="number", required=False)}
+    made = declared_schema(decl)
+    assert made is declared_schema(decl)  # every member of a fan-out sends this one
+    assert made == to_json_schema(decl)
+    before = to_json_schema(decl)
+    fmt = response_format(made)
+    assert fmt is response_format(made)
+    assert fmt["json_schema"]["strict"] is False  # an optional field: not strict
+    assert made == before  # adapting it for OpenAI left the shared one as it was
+    other = {"verdict": OutputField(type="string")}
+    strict = response_format(declared_schema(other))
+    assert strict["json_schema"]["strict"] is True
+    assert strict["json_schema"]["schema"] is not declared_schema(other)  # a copy, adapted
+    assert response_format(made) == fmt  # an earlier schema again: worked out again, equal

@@ -68,11 +68,22 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     return out if fix(out) else None
 
 
+# the last schema response_format was asked for and its answer, as one tuple (swapped whole):
+# a fan-out's members send the same schema (steps/schema.py declared_schema), and
+# strict_schema's deep copy was a part of each member's request
+_last_format: list[tuple[dict[str, Any] | None, dict[str, Any]]] = [(None, {})]
+
+
 def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    last = _last_format[0]
+    if last[0] is schema:
+        return last[1]
     strict = strict_schema(schema)
-    return {"type": "json_schema",
+    made = {"type": "json_schema",
             "json_schema": {"name": "output", "strict": strict is not None,
                             "schema": strict if strict is not None else schema}}
+    _last_format[0] = (schema, made)
+    return made
 
 
 def _error(exc: Exception, label: str) -> ProviderError:

@@ -42,7 +42,7 @@ class RetryPolicy:
     @classmethod
     def of(cls, cfg: RetryConfig | None) -> RetryPolicy:
         if cfg is None:
-            return cls()
+            return _DEFAULT_POLICY
         return cls(cfg.max_attempts, cfg.delay_seconds, cfg.backoff,
                    max(30.0, cfg.delay_seconds), 0.25, frozenset(cfg.retry_on))
 
@@ -58,6 +58,9 @@ class RetryPolicy:
         if retry_after is not None:
             wait = max(wait, retry_after)
         return min(wait, self.cap * (1 + self.jitter))
+
+
+_DEFAULT_POLICY = RetryPolicy()  # frozen: every agent without a `retry:` shares it
 
 
 class PolicyRetrier:

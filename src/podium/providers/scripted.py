@@ -76,6 +76,9 @@ class _Usage(BaseModel):
     cached_tokens: int = Field(default=0, ge=0)
 
 
+_NO_USAGE = _Usage()
+
+
 class Answer(BaseModel):
     """One scripted model answer."""
 
@@ -220,6 +223,17 @@ class ScriptedProvider:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._every: dict[str, tuple[EveryEntry, list[Answer]]] = {}  # by step: its answers
+        self._texts: dict[int, tuple[Answer, str]] = {}  # an `every:` answer's text, by id
+
+    def text_of(self, answer: Answer) -> str:
+        """The answer's text, made once for an answer served many times."""
+        if answer.text is not None:
+            return answer.text
+        made = self._texts.get(id(answer))
+        if made is None or made[0] is not answer:
+            made = self._texts[id(answer)] = (answer, answer.as_text())
+        return made[1]
 
     def open_session(self, request: AgentRequest) -> _ScriptedSession:
         key = request.key
@@ -230,8 +244,11 @@ class ScriptedProvider:
             raise ProviderError(f"the responses file has no answers for {what} "
                                 "(an unexpected model call)", step=request.step,
                                 iteration=request.iteration)
-        if isinstance(entries, EveryEntry):
-            return _ScriptedSession(self, request, entries.every.answers())
+        if isinstance(entries, EveryEntry):  # each member of a fan-out: made once, shared
+            made = self._every.get(key)
+            if made is None or made[0] is not entries:
+                made = self._every[key] = (entries, entries.every.answers())
+            return _ScriptedSession(self, request, made[1])
         if request.iteration > len(entries):
             raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
                                 f"'{key}' but this is execution {request.iteration} "
@@ -298,8 +315,8 @@ class _ScriptedSession:
     def _reply(self, answer: Answer) -> Reply:
         if answer.files:
             self._write_files(answer.files)
-        usage = answer.usage or _Usage()
-        return Reply(answer.as_text(), None, usage.input_tokens, usage.output_tokens,
+        usage = answer.usage or _NO_USAGE
+        return Reply(self.provider.text_of(answer), None, usage.input_tokens, usage.output_tokens,
                      usage.cached_tokens, answer.model or self.request.model)
 
     def _write_files(self, files: dict[str, str]) -> None:

@@ -39,10 +39,10 @@ from podium.steps.schema import (
     REFUSED_JSON,
     SchemaViolation,
     check_value,
+    declared_schema,
     extract_json_object,
     json_type_name,
     received,
-    to_json_schema,
 )
 from podium.templating import is_template
 
@@ -328,7 +328,7 @@ def _plan(call: StepCall, step: AgentStep, *, announce: bool = True) -> _Plan:
     if step.system_prompt:
         system = run.render(step.system_prompt, ctx, step=name, what="system_prompt",
                             iteration=it)
-    schema = to_json_schema(step.output) if step.has_schema and step.output else None
+    schema = declared_schema(step.output) if step.has_schema and step.output else None
     tools = None if step.tools is None else tuple(step.tools)
     toolbox = _toolbox(call, step, working_dir) if provider.capabilities.runs_tools else None
     timeout = _timeout(run, step)
@@ -582,15 +582,17 @@ def _parse(reply: Reply, step: AgentStep) -> tuple[Any, str | None, str | None]:
 
 def _unwrap_scalars(value: dict[str, Any], step: AgentStep) -> dict[str, Any]:
     """A scalar field that came back as {field|value|result: scalar} is unwrapped (spec 9.3)."""
-    from podium.language.model import value_has_type
-
-    out = dict(value)
+    out = value
     for fname, fld in (step.output or {}).items():
-        got = out.get(fname)
+        got = value.get(fname)
         if fld.type in ("string", "number", "boolean") and isinstance(got, dict) and got:
+            from podium.language.model import value_has_type
+
             cands = [got[k] for k in (fname, "value", "result")
                      if k in got and value_has_type(got[k], fld.type)]
             if len(cands) == 1:
+                if out is value:  # the answer's own object is left as it came
+                    out = dict(value)
                 out[fname] = cands[0]
     return out
 

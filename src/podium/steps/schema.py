@@ -98,6 +98,7 @@ _RANK = {"type": 0, "enum": 1, "minLength": 2, "maxLength": 3, "pattern": 4, "mi
 _CACHE_SIZE = 512
 _validators: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
 _fast_validators: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
+_declared: OrderedDict[int, tuple[dict[str, OutputField], Any]] = OrderedDict()
 _validators_lock = threading.Lock()
 
 
@@ -231,6 +232,13 @@ def to_json_schema(schema: dict[str, OutputField]) -> dict[str, Any]:
         "required": [name for name, f in schema.items() if f.required],
         "additionalProperties": False,
     }
+
+
+def declared_schema(schema: dict[str, OutputField]) -> dict[str, Any]:
+    """`to_json_schema` of a step's `output:`, made once per declaration: every execution of
+    the step, and every member of its fan-out, sends the same dict, which no one changes (the
+    providers copy it before adapting it: openai_chat.py `strict_schema`)."""
+    return _cached(_declared, schema, lambda: to_json_schema(schema))  # type: ignore[no-any-return]
 
 
 def _field_schema(fld: OutputField) -> dict[str, Any]:
