@@ -39,9 +39,16 @@ class JsonLimitError(ValueError):
 def loads(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
     """`text` as JSON, or JSONDecodeError (not JSON) / JsonLimitError (past a limit)."""
     try:
-        value = json.loads(text, parse_int=_int)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise JsonLimitError(_too_deep(max_depth)) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # Python's own limit on the digits of an integer
+        why = _longest_integer(text) if "integer string conversion" in str(exc) else None
+        if why is None:
+            raise
+        raise JsonLimitError(why) from None
     if text.count("[") + text.count("{") > max_depth and depth(text) > max_depth:
         raise JsonLimitError(_too_deep(max_depth))
     if "\\ud" in text or "\\uD" in text:
@@ -71,11 +78,16 @@ def too_many_digits(text: str) -> str | None:
     return None
 
 
-def _int(text: str) -> int:
-    why = too_many_digits(text)
-    if why is not None:
-        raise JsonLimitError(why)
-    return int(text)
+_DIGITS = re.compile(r"-?\d+")
+# one decoder for every read (json.loads makes one per call when given options); integers
+# are Python's own (the C scanner's), whose digit limit `_longest_integer` words
+_DECODER = json.JSONDecoder()
+
+
+def _longest_integer(text: str) -> str | None:
+    """Why the text's longest integer outside its strings is too long to read, if one is."""
+    runs = _DIGITS.findall(_STRING.sub('""', text))
+    return too_many_digits(max(runs, key=len)) if runs else None
 
 
 def _too_deep(max_depth: int) -> str:
