@@ -15,12 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from console_helpers import XSS_IMG, Serve, latest_run, stop_process, wait_status, write_flow
-from test_browser import CHROMIUM, _shot, browser, page  # the same Chromium fixtures
+from test_browser import (  # the same Chromium fixtures, and the same skip without it
+    CHROMIUM,
+    _shot,
+    browser,
+    page,
+    pytestmark,
+)
 
 from fakes.held_openai import HeldOpenAI
 from helpers_engine import cli_env, podium_argv, wait_until
 
-__all__ = ["CHROMIUM", "browser", "page"]
+__all__ = ["CHROMIUM", "browser", "page", "pytestmark"]
 
 FLOW = """
 workflow:
