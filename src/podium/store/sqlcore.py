@@ -56,6 +56,11 @@ def typed_event(body: str, run_id: str, seq: int,
                       f"{body[:60]!r})") from None
 
 
+# the event types whose commit also updates their run's row (SQLCore._summarise)
+_SUMMARISED = frozenset({"step_started", "model_exchange", "checkpoint", "run_started",
+                         "run_finished"})
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
@@ -349,21 +354,25 @@ class SQLCore:
 
     def append_event(self, event: Event) -> None:
         q = self.SQL
+        run_id, kind = event.run_id, event.type
         with self._lock:
-            pending = self._pending.get(event.run_id)
-            if (event.type == "run_finished" and pending is not None
-                    and pending.finishing is not None):
+            pending = self._pending.get(run_id)
+            if kind == "run_finished" and pending is not None and pending.finishing is not None:
                 event = self._unfinished(pending, event)
-            pending = self._pending_of(event.run_id)
-            if completes_step(event) and pending.finishing is None:
-                pending.finishing = len(pending.writes)
+                pending = self._pending.get(run_id)  # gone when nothing was left in it
+            if pending is None:
+                pending = self._pending[run_id] = _Pending()
+            writes = pending.writes
+            if pending.finishing is None and completes_step(event):
+                pending.finishing = len(writes)
             if self._numbering:  # its seq is given when it commits (_write_numbered)
-                pending.writes.append(event)
+                writes.append(event)
             else:
-                pending.writes.append((q.event_insert, (event.run_id, event.seq, event.type,
-                                                        event.ts, event_json(event))))
-            pending.writes.extend(self._summarise(event))
-            if event.type == "checkpoint":
+                writes.append((q.event_insert, (run_id, event.seq, kind, event.ts,
+                                                event_json(event))))
+            if kind in _SUMMARISED:
+                writes.extend(self._summarise(event))
+            if kind == "checkpoint":
                 # the commit point of the step before it
                 if not self._numbering:
                     point = cast(Checkpointed, event)
@@ -407,7 +416,7 @@ class SQLCore:
             del self._pending[end.run_id]
         return end.model_copy(update={"seq": min(dropped)}) if dropped else end
 
-    def _summarise(self, event: Event) -> list[_Write]:
+    def _summarise(self, event: Event) -> list[_Write]:  # of the types in _SUMMARISED
         """The run row's updates an event implies."""
         t = event.type
         d: Any = event

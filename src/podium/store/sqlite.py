@@ -113,8 +113,14 @@ class _RowUpdate:
         head, tail = _RUN_UPDATE
         parts = [text if kind != "add" else f"{col} = {col}" + " + ?" * len(params)
                  for col, (kind, text, params) in self.cols.items()]
-        return (head + ", ".join(parts) + tail,
-                (*[p for _, _, params in self.cols.values() for p in params], run_id))
+        return _RowWrite((head + ", ".join(parts) + tail,
+                          (*[p for _, _, params in self.cols.values() for p in params], run_id)))
+
+
+class _RowWrite(tuple):  # type: ignore[type-arg]
+    """A joined run-row UPDATE, as `_merged` gives it: the flush knows it by its type."""
+
+    __slots__ = ()
 
 
 # statement -> whether it updates a run's row: asked of every write of a transaction, three
@@ -144,11 +150,14 @@ def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     tokens, its iterations, the last seq); a batch of a group's members, four per member."""
     groups: dict[str, _RowUpdate] = {}
     out: list[_Write | Event] = []
+    rows = _ROW_UPDATES
     for w in writes:
-        run_id = _row_of(w)
-        if run_id is None or not isinstance(w, tuple):
+        # _row_of, inline: a fan-out's batch asks it of thousands of writes
+        if type(w) is not tuple or not (rows.get(w[0]) or
+                                        (w[0] not in rows and _row_of(w) is not None)):
             out.append(w)
             continue
+        run_id = str(w[1][-1])
         assigns = _parsed_update(w[0])
         row = groups.get(run_id)
         if row is not None and not row.joins(assigns):
@@ -283,7 +292,7 @@ class SQLiteStore(SQLCore):
             # a run removed under its owner stops, it never goes on: a run whose row this
             # transaction updates is checked by that UPDATE (no row changed: rolled back),
             # any other by a read first
-            updated = {rid for w in writes if (rid := _row_of(w)) is not None}
+            updated = {str(w[1][-1]) for w in writes if type(w) is _RowWrite}
             for rid in batches:
                 if rid not in updated and self._write("SELECT 1 FROM runs WHERE id = ?",
                                                       (rid,)).fetchone() is None:
@@ -294,10 +303,9 @@ class SQLiteStore(SQLCore):
                 if not isinstance(w, tuple):
                     self._write_numbered(w, given)
                     continue
-                row = _row_of(w)
-                if row is not None:
+                if type(w) is _RowWrite:  # every run-row UPDATE, joined by _merged
                     if self._write(w[0], w[1]).rowcount == 0:
-                        self._gone(row)
+                        self._gone(str(w[1][-1]))
                     continue
                 same.append(w[1])
                 after = writes[i + 1] if i + 1 < len(writes) else None

@@ -33,8 +33,8 @@ class JsonlSink:
         self._fh.write(event_json(event) + "\n")
         if event.type == "run_finished" and event.parent_run_id is None:
             self._fh.close()
-        elif not defers(event) and not (event.run_id in self._holding and batched(event)):
-            self._fh.flush()
+        elif not (event.run_id in self._holding and batched(event)) and not defers(event):
+            self._fh.flush()  # (a held member's event, the common case, is asked first)
 
     # the bus's hold (events/bus.py): while a group's members commit in batches, their lines
     # reach the file with each batch
