@@ -96,6 +96,35 @@ def test_the_sink_folds_a_step_writes_it_and_clears_it(store: SQLiteStore) -> No
     assert store.live("r1") == {}
 
 
+def test_a_count_before_the_stream_is_kept_and_a_step_that_never_streams_leaves_nothing(
+        store: SQLiteStore) -> None:
+    sink = LiveSink(store, window=lambda model, provider: 64_000, interval=0.05)
+    sink.handle(_ev(PromptRendered(step="a", iteration=1, provider="openai", model="m",
+                                   prompt="p" * 4000)))
+    # a tool loop: the first answer was counted by the API, then the next call streams
+    sink.handle(_ev(ModelExchange(step="a", iteration=1, attempt=1, provider="openai",
+                                  request={}, response_text="", context_tokens=900)))
+    sink.handle(_delta("y" * 400))
+    assert wait_until(lambda: "a#1" in store.live("r1"))
+    body = store.live("r1")["a#1"]
+    assert body["model"] == "m"  # the prompt's, taken in when the step first streamed
+    assert body["tokens_used"] == 900 + 400 // 4  # the count, then the stream's estimate
+    sink.handle(_ev(StepFinished(step="a", step_type="agent", iteration=1, elapsed=1.0)))
+    for it in range(1, 50):  # steps that are prompted and answered without a stream
+        sink.handle(_ev(PromptRendered(step="b", iteration=it, provider="scripted",
+                                       model="m", prompt="q")))
+        sink.handle(_ev(ModelExchange(step="b", iteration=it, attempt=1,
+                                      provider="scripted", request={}, response_text="")))
+        sink.handle(_ev(StepFinished(step="b", step_type="agent", iteration=it,
+                                     elapsed=0.1)))
+    sink.handle(_ev(PromptRendered(step="c", iteration=1, provider="scripted", model="m",
+                                   prompt="q")))
+    sink.handle(_ev(RunFinished(status="success", elapsed=1.0, iterations=3, exit_code=0)))
+    assert store.live("r1") == {}
+    assert not sink._folds  # nothing held for steps that ended
+    assert not sink._prompts
+
+
 def test_a_secret_split_across_deltas_never_reaches_the_table(store: SQLiteStore) -> None:
     redactor = Redactor({"MY_TOKEN": SECRET})
     sink = LiveSink(store, redactor=redactor, interval=0.05)

@@ -11,8 +11,9 @@ validator, dialog or parse-recovery call). docs/decisions/0023-one-fold-of-spend
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, replace
+from functools import partial
 from typing import Any
 
 from podium.records import record
@@ -142,18 +143,22 @@ def _get(event: Any, key: str) -> Any:
     return event.get(key) if isinstance(event, Mapping) else getattr(event, key, None)
 
 
+def _attribute(obj: Any, key: str) -> Any:
+    return getattr(obj, key, None)
+
+
 def call_of(event: Any) -> Call:
-    """The figures of one `model_exchange` (a committed event's dict or the event itself)."""
-    cost = _get(event, "cost_usd")
-    model = _get(event, "model")
-    step = str(_get(event, "step"))
-    inp, out = int(_get(event, "input_tokens") or 0), int(_get(event, "output_tokens") or 0)
+    """The figures of one `model_exchange` (a committed event's dict, the fields of one as
+    the bus hands them, or the event itself)."""
+    get: Callable[[str], Any] = event.get if type(event) is dict or \
+        isinstance(event, Mapping) else partial(_attribute, event)
+    cost, model, step = get("cost_usd"), get("model"), str(get("step"))
+    inp, out = int(get("input_tokens") or 0), int(get("output_tokens") or 0)
     unpriced = cost is None and bool(inp or out)
-    spend = Spend(inp, out, int(_get(event, "cached_tokens") or 0),
-                  float(cost or 0.0), 1, int(unpriced), (str(model),) if model else ())
-    return Call(str(_get(event, "group") or step), step, spend,
-                int(_get(event, "iteration") or 0), _get(event, "call"),
-                int(_get(event, "attempt") or 1))
+    spend = Spend(inp, out, int(get("cached_tokens") or 0), float(cost or 0.0), 1,
+                  int(unpriced), (str(model),) if model else ())
+    return Call(str(get("group") or step), step, spend, int(get("iteration") or 0),
+                get("call"), int(get("attempt") or 1))
 
 
 def fold_calls(calls: Iterable[Call]) -> RunSpend:

@@ -454,7 +454,7 @@ async def _converse(call: StepCall, step: AgentStep, plan: _Plan, session: Sessi
         started = run.clock.monotonic()
         reply, this = await _send(call, plan, session, message, (sent, usage), aio=aio)
         sent += [message, reply.text]
-        usage = replace(usage + this, model=reply.model or req.model)
+        usage = usage.plus(this, model=reply.model or req.model)
         run.bus.emit(exchange(run, reply, this, {
             "message": message, "system": req.system_prompt, "schema": req.output_schema,
             "tools": req.tools, **offered}, step=name, iteration=it, attempt=attempt,
@@ -504,9 +504,13 @@ async def _send(call: StepCall, plan: _Plan, session: Session, message: str,
             cost = lost.cost_usd
             _emit_failed(call, req, lost, message, len(before[0]) // 2 + 1)
             raise
-        this = Usage(model=req.model)
-        for spent in (*retrier.failed_spend, *(reply.calls or (reply,))):
-            this = this + _usage(call, req.provider, spent, req.model)
+        paid = (*retrier.failed_spend, *(reply.calls or (reply,)))
+        if len(paid) == 1:  # one request, the common case: its usage is the call's
+            this = _usage(call, req.provider, paid[0], req.model)
+        else:
+            this = Usage(model=req.model)
+            for spent in paid:
+                this = this + _usage(call, req.provider, spent, req.model)
         retrier.failed_spend.clear()
         cost = this.cost_usd
     finally:

@@ -39,11 +39,15 @@ class Usage:
     priced: bool = True
 
     def __add__(self, other: Usage) -> Usage:
+        return self.plus(other, model=other.model or self.model)
+
+    def plus(self, other: Usage, *, model: str | None) -> Usage:
+        """`self + other` naming `model` (one Usage made, not two with `replace`)."""
         cost = None if self.cost_usd is None and other.cost_usd is None else \
             (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
         return Usage(self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens,
-                     self.cached_tokens + other.cached_tokens, cost, other.model or self.model,
+                     self.cached_tokens + other.cached_tokens, cost, model,
                      self.priced and other.priced)
 
 

@@ -117,6 +117,10 @@ class LiveSink:
         self.window = window
         self.interval = interval
         self._folds: dict[tuple[str, str], _Fold] = {}
+        # what a step iteration's prompts said (model, provider, characters) before its
+        # first streamed piece or counted answer: most steps never stream, and their fold
+        # is never made
+        self._prompts: dict[tuple[str, str], tuple[str | None, str | None, int]] = {}
         # (due, order, key, fold): rows waiting to be written; an entry whose fold has left
         # _folds (its step ended) is dropped when it comes up
         self._heap: list[tuple[float, int, tuple[str, str], _Fold]] = []
@@ -142,13 +146,16 @@ class LiveSink:
                 self._mark(fold)
         elif kind == "prompt_rendered":
             prompt = cast(PromptRendered, event)
+            chars = len(prompt.prompt) + len(prompt.system_prompt or "")
+            key = (prompt.run_id, live_key(prompt.step, prompt.iteration))
             with self._cond:
-                fold = self._fold(prompt.run_id, prompt.step, prompt.iteration)
-                # the window is looked up when the row is first written (the live thread):
-                # a step that never streams long enough to write one never pays the lookup
-                # (genai-prices' table, ~0.1-0.3 s to import)
-                fold.model, fold.provider, fold.look_up = prompt.model, prompt.provider, True
-                fold.chars += len(prompt.prompt) + len(prompt.system_prompt or "")
+                found = self._folds.get(key)
+                if found is None:
+                    before = self._prompts.get(key)
+                    self._prompts[key] = (prompt.model, prompt.provider,
+                                          chars + (before[2] if before else 0))
+                else:
+                    self._prompted(found, prompt.model, prompt.provider, chars)
         elif kind == "model_exchange":
             self._counted(cast(ModelExchange, event))
         elif kind in ("step_finished", "step_failed"):
@@ -164,7 +171,18 @@ class LiveSink:
         fold = self._folds.get(key)
         if fold is None:
             fold = self._folds[key] = _Fold(run_id, key[1], step, iteration)
+            prompted = self._prompts.pop(key, None)
+            if prompted is not None:
+                self._prompted(fold, *prompted)
         return fold
+
+    @staticmethod
+    def _prompted(fold: _Fold, model: str | None, provider: str | None, chars: int) -> None:
+        # the window is looked up when the row is first written (the live thread): a step
+        # that never streams long enough to write one never pays the lookup (genai-prices'
+        # table, ~0.1-0.3 s to import)
+        fold.model, fold.provider, fold.look_up = model, provider, True
+        fold.chars += chars
 
     def _window(self, model: str | None, provider: str | None) -> int | None:
         if self.window is None:
@@ -176,10 +194,15 @@ class LiveSink:
 
     def _counted(self, event: ModelExchange) -> None:
         """The API's own count of the context replaces the estimate (the end of a stream)."""
+        if event.context_tokens is None:
+            return
+        key = (event.run_id, live_key(event.step, event.iteration))
         with self._cond:
-            fold = self._folds.get((event.run_id, live_key(event.step, event.iteration)))
-            if fold is None or event.context_tokens is None:
-                return
+            fold = self._folds.get(key)
+            if fold is None:
+                if key not in self._prompts:
+                    return  # nothing of this step was prompted or streamed here
+                fold = self._fold(event.run_id, event.step, event.iteration)
             fold.counted, fold.chars = event.context_tokens, 0
             if event.context_window:
                 fold.window, fold.look_up = event.context_window, False
@@ -202,9 +225,12 @@ class LiveSink:
     def _clear(self, run_id: str, key: str | None, *, always: bool = False) -> None:
         with self._cond:
             if key is not None:
+                self._prompts.pop((run_id, key), None)
                 fold = self._folds.pop((run_id, key), None)
                 written = [fold.written] if fold is not None else []
             else:  # the run's end: once per run
+                for k in [k for k in self._prompts if k[0] == run_id]:
+                    del self._prompts[k]
                 gone = [k for k in self._folds if k[0] == run_id]
                 written = [self._folds.pop(k).written for k in gone]
         if not (always or any(written)):
