@@ -227,7 +227,7 @@ class ScriptedProvider:
         self._texts: dict[int, tuple[Answer, str]] = {}  # an `every:` answer's text, by id
 
     def text_of(self, answer: Answer) -> str:
-        """The answer's text, made once for an answer served many times."""
+        """The text of an `every:` answer, made once: it is served to every execution."""
         if answer.text is not None:
             return answer.text
         made = self._texts.get(id(answer))
@@ -248,7 +248,7 @@ class ScriptedProvider:
             made = self._every.get(key)
             if made is None or made[0] is not entries:
                 made = self._every[key] = (entries, entries.every.answers())
-            return _ScriptedSession(self, request, made[1])
+            return _ScriptedSession(self, request, made[1], shared=True)
         if request.iteration > len(entries):
             raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
                                 f"'{key}' but this is execution {request.iteration} "
@@ -262,10 +262,11 @@ class ScriptedProvider:
 
 class _ScriptedSession:
     def __init__(self, provider: ScriptedProvider, request: AgentRequest,
-                 answers: list[Answer]) -> None:
+                 answers: list[Answer], *, shared: bool = False) -> None:
         self.provider = provider
         self.request = request
         self.answers = answers
+        self.shared = shared  # an `every:` entry's answers, served to every execution
         self.sent = 0
 
     def send(self, message: str) -> Reply:
@@ -316,7 +317,8 @@ class _ScriptedSession:
         if answer.files:
             self._write_files(answer.files)
         usage = answer.usage or _NO_USAGE
-        return Reply(self.provider.text_of(answer), None, usage.input_tokens, usage.output_tokens,
+        text = self.provider.text_of(answer) if self.shared else answer.as_text()
+        return Reply(text, None, usage.input_tokens, usage.output_tokens,
                      usage.cached_tokens, answer.model or self.request.model)
 
     def _write_files(self, files: dict[str, str]) -> None:
