@@ -223,17 +223,9 @@ class ScriptedProvider:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._every: dict[str, tuple[EveryEntry, list[Answer]]] = {}  # by step: its answers
-        self._texts: dict[int, tuple[Answer, str]] = {}  # an `every:` answer's text, by id
-
-    def text_of(self, answer: Answer) -> str:
-        """The text of an `every:` answer, made once: it is served to every execution."""
-        if answer.text is not None:
-            return answer.text
-        made = self._texts.get(id(answer))
-        if made is None or made[0] is not answer:
-            made = self._texts[id(answer)] = (answer, answer.as_text())
-        return made[1]
+        # by step: an `every:` entry's answers and their texts, made once (every execution
+        # of the step, every member of its fan-out, is served them)
+        self._every: dict[str, tuple[EveryEntry, list[Answer], list[str]]] = {}
 
     def open_session(self, request: AgentRequest) -> _ScriptedSession:
         key = request.key
@@ -247,8 +239,9 @@ class ScriptedProvider:
         if isinstance(entries, EveryEntry):  # each member of a fan-out: made once, shared
             made = self._every.get(key)
             if made is None or made[0] is not entries:
-                made = self._every[key] = (entries, entries.every.answers())
-            return _ScriptedSession(self, request, made[1], shared=True)
+                answers = entries.every.answers()
+                made = self._every[key] = (entries, answers, [a.as_text() for a in answers])
+            return _ScriptedSession(self, request, made[1], made[2])
         if request.iteration > len(entries):
             raise ProviderError(f"the responses file has {len(entries)} answer(s) for "
                                 f"'{key}' but this is execution {request.iteration} "
@@ -262,11 +255,11 @@ class ScriptedProvider:
 
 class _ScriptedSession:
     def __init__(self, provider: ScriptedProvider, request: AgentRequest,
-                 answers: list[Answer], *, shared: bool = False) -> None:
+                 answers: list[Answer], texts: list[str] | None = None) -> None:
         self.provider = provider
         self.request = request
         self.answers = answers
-        self.shared = shared  # an `every:` entry's answers, served to every execution
+        self.texts = texts  # the answers' texts, when made beforehand
         self.sent = 0
 
     def send(self, message: str) -> Reply:
@@ -317,7 +310,8 @@ class _ScriptedSession:
         if answer.files:
             self._write_files(answer.files)
         usage = answer.usage or _NO_USAGE
-        text = self.provider.text_of(answer) if self.shared else answer.as_text()
+        # `_take` has just served answers[sent - 1]
+        text = self.texts[self.sent - 1] if self.texts is not None else answer.as_text()
         return Reply(text, None, usage.input_tokens, usage.output_tokens,
                      usage.cached_tokens, answer.model or self.request.model)
 
