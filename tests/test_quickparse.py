@@ -11,7 +11,7 @@ import pytest
 from jinja2 import nodes
 from ruamel.yaml import YAML
 
-from podium.templating import RenderFailure, TemplateEngine, make_environment
+from podium.templating import WALK_FROM, RenderFailure, TemplateEngine, make_environment
 from podium.templating.quickparse import quick_parse
 
 REPO = Path(__file__).resolve().parent.parent
@@ -228,3 +228,70 @@ def test_the_binder_walk_finds_what_find_all_finds() -> None:
             walked += bool(found)
     assert walked >= len(BINDING)
     assert _bound(ENV.parse(BINDING[2])) == {"b", "c", "m", "inner"}
+
+
+def _every_template() -> list[str]:
+    """The edge cases, the corpus's templates and the generated ones of the tests above."""
+    rng = random.Random(35)
+    names = ["a", "s0001", "output", "summary", "workflow", "input", "loop", "range"]
+    pieces = ["", "text ", "\n", "  ", "é", "\n\n"]
+
+    def dotted() -> str:
+        return ".".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+
+    def expr() -> str:
+        e = dotted()
+        roll = rng.random()
+        if roll < 0.3:
+            e += "".join(rng.choice([" | ", "|"]) + rng.choice(["tojson", "d", "default",
+                                                                 "length", "trim"])
+                         for _ in range(rng.randint(1, 3)))
+        elif roll < 0.5:
+            e += rng.choice([" == ", " >= ", "<"]) + rng.choice(["0", "'x'", "true", dotted()])
+        elif roll < 0.6:
+            e = rng.choice(["", "("]) + e + rng.choice([" | length", ""])
+            e = (e + ")" if e.startswith("(") else e) + " + 1"
+        return "{{ " + e + " }}"
+
+    generated = []
+    for _ in range(3000):
+        out = []
+        for _ in range(rng.randint(1, 4)):
+            out.append(rng.choice(pieces))
+            if rng.random() < 0.35:
+                inner = "".join(rng.choice(pieces) + expr() for _ in range(rng.randint(0, 3)))
+                out.append("{% if " + dotted() + " is defined %}" + inner + "{% endif %}")
+            else:
+                out.append(expr())
+        generated.append("".join(out))
+    return [*EDGES, *BINDING, *_corpus_templates(), *generated]
+
+
+def test_quick_refs_are_what_the_tree_gives() -> None:
+    """quick_refs reads a template's references from its parts, without a tree: for every
+    template it takes they are collect_refs's on Jinja's own tree (the same references, guard
+    status, lines, known names and filter uses, in the same order), and it takes exactly the
+    templates quick_parse takes, up to the length from which the engine's parse checks the
+    tree's depth."""
+    from podium.check.references import collect_refs, quick_refs
+
+    taken = 0
+    for source in _every_template():
+        quick = quick_refs(ENV, source)
+        taken_by_parse = quick_parse(ENV, source) is not None and len(source) <= WALK_FROM
+        assert (quick is not None) == taken_by_parse, repr(source)
+        if quick is None:
+            continue
+        taken += 1
+        assert quick == collect_refs(ENV.parse(source)), repr(source)
+    assert taken > 2000
+
+
+def test_a_long_template_goes_through_the_engines_depth_check() -> None:
+    from podium.check.references import quick_refs
+
+    deep = "{{ a" + ".b" * WALK_FROM + " }}"
+    assert quick_parse(ENV, deep) is not None
+    assert quick_refs(ENV, deep) is None
+    with pytest.raises(RenderFailure, match="too deep"):
+        TemplateEngine().parse(deep)

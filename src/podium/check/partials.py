@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 MAX_NESTING = 10
 _TAGS = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+_LOADERS = ("include", "import", "extends")  # the word each of those tags is written with
 
 
 def _names(node: nodes.Node) -> list[str]:
@@ -72,6 +73,8 @@ class Partials:
 
     def _walk(self, site: TemplateSite, source: str, parent: str | None,
               out: list[TemplateSite], chain: tuple[Path, ...]) -> None:
+        if not any(word in source for word in _LOADERS):
+            return  # no tag can load a template: not parsed for this (a prompt's `{% if %}`)
         try:
             tree = self.engine.parse(source)
         except RenderFailure:

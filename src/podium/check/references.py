@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from jinja2 import nodes
+from jinja2.environment import Environment
 
 from podium.records import record
-from podium.templating import TOO_DEEP, RenderFailure
+from podium.templating import TOO_DEEP, WALK_FROM, RenderFailure
+from podium.templating.quickparse import EXPR, OPEN, TEXT, scan
 
 GUARD_FILTERS = frozenset({"default", "d"})
 JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "namespace",
@@ -346,3 +348,45 @@ def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
     collector = _Collector()
     collector.visit(tree, _bound(tree), frozenset())
     return collector.refs, collector.used
+
+
+_NOTHING: frozenset[str] = frozenset()
+
+
+def quick_refs(env: Environment, source: str) -> tuple[list[Ref], list[UsedName]] | None:
+    """What `collect_refs(env.parse(source))` finds, for a template of the shapes
+    podium.templating.quickparse takes, read from its parts with no tree made or walked (most
+    of a large workflow's templates: half of what checking them cost); None for any other
+    template, and for one longer than WALK_FROM: the engine's parse refuses those that nest
+    too deep to compile. tests/test_quickparse.py compares the two on every template it has."""
+    if len(source) > WALK_FROM:
+        return None
+    parts = scan(env, source)
+    if parts is None:
+        return None
+    refs: list[Ref] = []
+    used: list[UsedName] = []
+    # inside `{% if a.b is defined %}`: what `_Collector.visit` knows there (the test guards
+    # every read of `a`, and `a` and `a.b` are present), nothing outside
+    guards = present = _NOTHING
+    for kind, part, line in parts:
+        if kind == TEXT:
+            continue
+        if kind == EXPR:
+            names, filters = part.names, part.filters
+            used.extend(UsedName("filter", name, line) for name in reversed(filters))
+            if filters and filters[0] in GUARD_FILTERS:  # `a.b | default`, right on the name
+                refs.append(Ref(names, True, line, present=present, last_safe=True))
+            else:
+                refs.append(Ref(names, names[0] in guards, line, present=present))
+            if part.right is not None and not part.right[0]:  # compared with a dotted name
+                right = part.right[1]
+                refs.append(Ref(right, right[0] in guards, line, present=present))
+        elif kind == OPEN:
+            used.append(UsedName("test", "defined", line))
+            refs.append(Ref(part, True, line, is_guard=True, last_safe=True))
+            guards = present = frozenset({part[0], ".".join(part)})
+        else:  # the block's end
+            guards = present = _NOTHING
+    return refs, used
+

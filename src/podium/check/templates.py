@@ -18,7 +18,7 @@ from podium.check.base import (
 from podium.check.conditions import analyse_condition, check_condition
 from podium.check.conditions import flat_names as condition_names
 from podium.check.partials import Partials
-from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs
+from podium.check.references import JINJA_GLOBALS, Ref, UsedName, collect_refs, quick_refs
 from podium.language.diagnostics import (
     Diagnostic,
     KeyPath,
@@ -236,8 +236,11 @@ class TemplateChecks(CheckerBase):
         found = self._analysed.get(key)
         if found is None:
             try:
-                found = (analyse_condition(site.source) if site.expression
-                         else collect_refs(self.engine.parse(site.source)))
+                if site.expression:
+                    found = analyse_condition(site.source)
+                else:
+                    found = (quick_refs(self.engine.env, site.source)
+                             or collect_refs(self.engine.parse(site.source)))
             except RenderFailure as exc:
                 found = exc
             self._analysed[key] = found

@@ -48,7 +48,7 @@ __all__ = ["MAX_INT_BITS", "MAX_RENDER_BUILT", "MAX_RENDER_CHARS", "MAX_RENDER_S
 TOO_DEEP = "nesting too deep to read"
 # a template this long may nest deeper than the checks and Jinja's compiler can recurse:
 # parse() walks its tree once, so it is refused as TOO_DEEP here rather than at run time
-_WALK_FROM = 2_000
+WALK_FROM = 2_000
 
 
 def make_environment() -> SandboxedEnvironment:
@@ -213,7 +213,7 @@ class TemplateEngine:
         if found is None:
             try:
                 found = quick_parse(self.env, source) or self.env.parse(source)
-                if len(source) > _WALK_FROM:  # deep enough to matter: walked once, as
+                if len(source) > WALK_FROM:  # deep enough to matter: walked once, as
                     for _ in found.find_all(nodes.Node):  # the checks and compile recurse
                         pass
             except TemplateSyntaxError as exc:

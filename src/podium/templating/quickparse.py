@@ -17,6 +17,7 @@ one line): a prompt's optional part.
 from __future__ import annotations
 
 import re
+from typing import Any, NamedTuple, cast
 
 from jinja2 import nodes
 from jinja2.environment import Environment
@@ -54,49 +55,61 @@ _CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "none"
 _WORDS = frozenset({*_CONSTANTS, "and", "or", "not", "in", "is", "if", "else", "recursive"})
 
 
-def quick_parse(env: Environment, source: str) -> nodes.Template | None:
-    """The tree env.parse(source) gives, when `source` is text around dotted names (or one
-    comparison of a dotted name, or a dotted name through filters without arguments), and
-    `{% if dotted is defined %}` blocks of those, only."""
+# the parts `scan` cuts a template into, each (kind, value, line): text; an expression (its
+# dotted name, comparison, filters and arithmetic: `Expr`); an `{% if name is defined %}` tag
+# (the name's parts); its `{% endif %}`
+TEXT, EXPR, OPEN, CLOSE = range(4)
+Operand = tuple[bool, Any]  # (True, a constant's value) or (False, a dotted name's parts)
+
+
+class Expr(NamedTuple):
+    """One `{{ }}` of the shapes this module takes: `names` (a dotted name's parts) through
+    `filters` (in the order written), compared with `right` by `op`, or in one operation
+    `math` with the number `number` (a tuple: one is made for each expression of each
+    template `validate` checks)."""
+
+    names: tuple[str, ...]
+    op: str | None
+    right: Operand | None
+    filters: tuple[str, ...]
+    math: str | None
+    number: int | float | None
+
+
+Part = tuple[int, Any, int]
+
+
+def scan(env: Environment, source: str) -> list[Part] | None:
+    """`source` as its parts, in order, when it has the shape `quick_parse` takes (and `env`
+    lexes as this module assumes); None for anything else. What the parts hold is what both
+    Jinja's tree (`quick_parse`) and the references a check reads
+    (`podium.check.references.quick_refs`) are made from."""
     if "{" not in source or not _plain(env):
         return None
-    body: list[nodes.Node] = []  # the template's statements (Output, If)
-    data: list[nodes.Expr] = []  # the Output being gathered (as Jinja's data buffer)
-    block: nodes.If | None = None  # the open `if` block
+    parts: list[Part] = []
+    open_block = False
     pos = 0
     line = 1
-
-    def flush() -> None:
-        if data:
-            (body if block is None else block.body).append(
-                nodes.Output(data[:], lineno=data[0].lineno, environment=env))
-            data.clear()
-
     for m in _PART.finditer(source):
         if m.start() > pos:
             text = source[pos:m.start()]
             if _NOT_TEXT.search(text):
                 return None
-            data.append(nodes.TemplateData(text, lineno=line, environment=env))
+            parts.append((TEXT, text, line))
             line += text.count("\n")
         pos = m.end()
         if m.group("open") is not None:
-            if block is not None:
-                return None  # nested: left to Jinja
-            flush()
-            test = _dotted(m.group("test"), line, env)
-            if test is None:
-                return None
-            block = nodes.If(nodes.Test(test, "defined", [], [], None, None, lineno=line,
-                                        environment=env), [], [], [], lineno=line,
-                             environment=env)
+            test = _names(m.group("test"))
+            if open_block or test is None:
+                return None  # nested (left to Jinja), or a constant tested
+            parts.append((OPEN, test, line))
+            open_block = True
             continue
         if m.group("close") is not None:
-            if block is None:
+            if not open_block:
                 return None  # an endif without its if: Jinja's error
-            flush()
-            body.append(block)
-            block = None
+            parts.append((CLOSE, None, line))
+            open_block = False
             continue
         lead, dotted, op, operand, filters = m.groups()[:5]
         math = m.group("math")
@@ -106,57 +119,112 @@ def quick_parse(env: Environment, source: str) -> nodes.Template | None:
             dotted, filters = ((m.group("left"), m.group("lfilters")) if m.group("left")
                                else (m.group("pleft"), m.group("pfilters")))
         line += lead.count("\n")
-        node = _dotted(dotted, line, env)
-        if node is None:
+        names = _names(dotted)
+        if names is None:
             return None
+        right = None
         if op is not None:
-            right = _operand(operand, line, env)
+            right = _operand(operand)
             if right is None:
                 return None
-            node = nodes.Compare(node, [nodes.Operand(_OPS[op], right, environment=env)],
-                                 lineno=line, environment=env)
-        elif filters is not None:
-            for name in filters.replace("|", " ").split():
-                if name in _WORDS:
-                    return None
-                node = nodes.Filter(node, name, [], [], None, None, lineno=line,
-                                    environment=env)
+        chain: tuple[str, ...] = ()
+        if filters is not None:
+            chain = tuple(filters.replace("|", " ").split())
+            if not _WORDS.isdisjoint(chain):
+                return None
+        number = None
         if math is not None:
-            number = _operand(m.group("number"), line, env)
-            assert number is not None  # a decimal number
-            node = _MATH[math](node, number, lineno=line, environment=env)
-        data.append(node)
+            number = _number(m.group("number"))
+        parts.append((EXPR, Expr(names, op, right, chain, math, number), line))
         line += m.group(0).count("\n") - lead.count("\n")
-    if block is not None or not pos:
+    if open_block or not pos:
         return None  # an if without its endif (Jinja's error), or no part at all
     if pos < len(source):
         if _NOT_TEXT.search(source, pos):
             return None
-        data.append(nodes.TemplateData(source[pos:], lineno=line, environment=env))
+        parts.append((TEXT, source[pos:], line))
+    return parts
+
+
+def quick_parse(env: Environment, source: str) -> nodes.Template | None:
+    """The tree env.parse(source) gives, when `source` is text around dotted names (or one
+    comparison of a dotted name, or a dotted name through filters without arguments), and
+    `{% if dotted is defined %}` blocks of those, only."""
+    parts = scan(env, source)
+    if parts is None:
+        return None
+    body: list[nodes.Node] = []  # the template's statements (Output, If)
+    data: list[nodes.Expr] = []  # the Output being gathered (as Jinja's data buffer)
+    block: nodes.If | None = None  # the open `if` block
+
+    def flush() -> None:
+        if data:
+            (body if block is None else block.body).append(
+                nodes.Output(data[:], lineno=data[0].lineno, environment=env))
+            data.clear()
+
+    for kind, value, line in parts:
+        if kind == TEXT:
+            data.append(nodes.TemplateData(value, lineno=line, environment=env))
+        elif kind == EXPR:
+            data.append(_expression(value, line, env))
+        elif kind == OPEN:
+            flush()
+            block = nodes.If(nodes.Test(_dotted(value, line, env), "defined", [], [], None,
+                                        None, lineno=line, environment=env),
+                             [], [], [], lineno=line, environment=env)
+        else:
+            flush()
+            body.append(block)  # type: ignore[arg-type]  # an OPEN came before
+            block = None
     flush()
     # every node has `env` from its construction, as set_environment() would give it
     return nodes.Template(body, lineno=1, environment=env)
 
 
-def _dotted(text: str, line: int, env: Environment) -> nodes.Expr | None:
-    parts = text.split(".")
-    if any(p in _WORDS for p in parts):
-        return None
-    node: nodes.Expr = nodes.Name(parts[0], "load", lineno=line, environment=env)
-    for attr in parts[1:]:
+def _expression(e: Expr, line: int, env: Environment) -> nodes.Expr:
+    node = _dotted(e.names, line, env)
+    if e.right is not None:
+        is_const, right = e.right
+        operand = (nodes.Const(right, lineno=line, environment=env) if is_const
+                   else _dotted(right, line, env))
+        return nodes.Compare(node, [nodes.Operand(_OPS[cast(str, e.op)], operand,
+                                                  environment=env)],
+                             lineno=line, environment=env)
+    for name in e.filters:
+        node = nodes.Filter(node, name, [], [], None, None, lineno=line, environment=env)
+    if e.math is not None:
+        node = _MATH[e.math](node, nodes.Const(e.number, lineno=line, environment=env),
+                             lineno=line, environment=env)
+    return node
+
+
+def _names(text: str) -> tuple[str, ...] | None:
+    """A dotted name's parts, or None when one of them is a constant or an operator word."""
+    parts = tuple(text.split("."))
+    return parts if _WORDS.isdisjoint(parts) else None
+
+
+def _dotted(names: tuple[str, ...], line: int, env: Environment) -> nodes.Expr:
+    node: nodes.Expr = nodes.Name(names[0], "load", lineno=line, environment=env)
+    for attr in names[1:]:
         node = nodes.Getattr(node, attr, "load", lineno=line, environment=env)
     return node
 
 
-def _operand(text: str, line: int, env: Environment) -> nodes.Expr | None:
+def _number(text: str) -> int | float:
+    return float(text) if "." in text else int(text)
+
+
+def _operand(text: str) -> Operand | None:
     if text in _CONSTANTS:
-        return nodes.Const(_CONSTANTS[text], lineno=line, environment=env)
+        return True, _CONSTANTS[text]
     if text[0] in "'\"":
-        return nodes.Const(text[1:-1], lineno=line, environment=env)
+        return True, text[1:-1]
     if text[0].isdigit():
-        return nodes.Const(float(text) if "." in text else int(text), lineno=line,
-                           environment=env)
-    return _dotted(text, line, env)
+        return True, _number(text)
+    names = _names(text)
+    return None if names is None else (False, names)
 
 
 def _plain(env: Environment) -> bool:
