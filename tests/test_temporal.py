@@ -99,6 +99,8 @@ def _start_temporal(home: Path, server: DevServer, queue: str, *args: str | Path
 
 
 def _runs(home: Path) -> list[dict[str, Any]]:
+    if not (home / "podium.db").exists():
+        return []  # no command has opened the store yet (this test alone, say)
     with sqlite3.connect(home / "podium.db") as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM runs ORDER BY created_at")]
