@@ -18,7 +18,7 @@ Usage:
                                       [--path LABEL ...] [--json FILE]
 
 LABEL is one of: help, "validate article", "validate linear-800", "run two-step",
-"run set-10", "run set-410", "run script-10", "run script-110" (the per-step rows need both
+"run set-10", "run set-410", "run script-10", "run script-410" (the per-step rows need both
 lengths of a loop). Writes bench/results/compare.json (or --json FILE).
 """
 
