@@ -405,11 +405,12 @@ def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath,
                     result.warning((*path, key), f"unknown key '{key}' is ignored",
                                    did_you_mean(key, known), code="unknown-key")
             # only what can hold a model is walked: scalars (most fields) are skipped here
-            # rather than pushed with a path of their own
-            for name, f in type(obj).model_fields.items():
-                value = getattr(obj, name)
-                if isinstance(value, _NESTS):
-                    stack.append((value, (*path, f.alias or name)))
+            # rather than pushed with a path of their own. A model's __dict__ holds its
+            # fields' values (extras and private attributes live elsewhere)
+            shown = _shown_names(type(obj))
+            for name, value in obj.__dict__.items():
+                if isinstance(value, _NESTS) and name in shown:
+                    stack.append((value, (*path, shown[name])))
         elif isinstance(obj, dict):
             stack.extend((v, (*path, k)) for k, v in obj.items() if isinstance(v, _NESTS))
         elif isinstance(obj, list):
@@ -417,6 +418,15 @@ def _warn_extras(result: LoadResult, model: BaseModel, base: KeyPath,
 
 
 _NESTS = (BaseModel, dict, list)
+_SHOWN: dict[type[BaseModel], dict[str, str]] = {}
+
+
+def _shown_names(cls: type[BaseModel]) -> dict[str, str]:
+    """Each field's name -> the key it is written with in a workflow (its alias, if any)."""
+    names = _SHOWN.get(cls)
+    if names is None:
+        names = _SHOWN[cls] = {n: f.alias or n for n, f in cls.model_fields.items()}
+    return names
 
 
 __all__ = ["FileUnreadable", "LoadResult", "load_workflow"]
