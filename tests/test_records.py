@@ -142,3 +142,105 @@ def test_no_fields() -> None:
     assert rec() == rec()
     assert hash(rec()) == hash(std()) == hash(())
     assert repr(rec()) == repr(std()) == "Shape()"
+
+
+def _fills_dict(cls: type) -> bool:
+    """Whether cls's __init__ writes its fields into the instance's __dict__."""
+    return "__dict__" in cls.__init__.__code__.co_names
+
+
+@record(frozen=True)
+class Derived:
+    """A frozen record with every kind of field __init__ handles."""
+
+    a: int
+    items: list[int] = field(default_factory=list)
+    total: int = field(init=False, default=0)
+    later: list[int] = field(init=False, default_factory=list)
+    tag: str = field(default="t", kw_only=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", self.a + len(self.items))
+
+
+@record(frozen=True)
+class DerivedMore(Derived):
+    extra: int = 9
+
+
+def test_a_frozen_records_init_fills_its_dict_and_behaves_as_a_dataclass() -> None:
+    assert _fills_dict(Derived)
+    assert _fills_dict(DerivedMore)
+    assert _fills_dict(Point)
+    value = Derived(2, [1, 2], tag="x")
+    assert (value.a, value.items, value.total, value.later, value.tag) == (2, [1, 2], 4, [], "x")
+    assert value.__dict__ == {"a": 2, "items": [1, 2], "total": 4, "later": [], "tag": "x"}
+    assert Derived(1).items is not Derived(1).items  # a new default each time
+    assert DerivedMore(1, extra=3) == DerivedMore(1, extra=3) != DerivedMore(1)
+    assert dataclasses.replace(value, a=5).total == 7
+    assert pickle.loads(pickle.dumps(Point3(1, 2, 3))) == Point3(1, 2, 3)
+    assert repr(DerivedMore(1)) == ("DerivedMore(a=1, items=[], total=1, later=[], tag='t', "
+                                    "extra=9)")
+    with pytest.raises(FrozenInstanceError):
+        value.a = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Derived()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Derived(1, [], "positional")  # type: ignore[misc]
+    std, rec = both(*PLAIN, frozen=True)
+    assert _fills_dict(rec)
+    assert not _fills_dict(std)  # dataclass itself is unchanged
+    assert dataclasses.asdict(rec(1, "y")) == dataclasses.asdict(std(1, "y"))
+
+
+class _Upper:
+    """A data descriptor used as a field's default: object.__setattr__ calls its __set__."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return "D" if obj is None else obj.__dict__[self.name]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.name] = str(value).upper()
+
+
+def test_slots_and_descriptor_fields_keep_the_standard_init() -> None:
+    @record(frozen=True, slots=True)
+    class Slotted:
+        a: int
+        b: int = 2
+
+    assert not hasattr(Slotted(1), "__dict__")
+    assert Slotted(1) == Slotted(1, 2)
+    with pytest.raises(FrozenInstanceError):
+        Slotted(1).a = 2  # type: ignore[misc]
+
+    @record(frozen=True)
+    class Described:
+        name: str = _Upper()  # type: ignore[assignment]
+
+    assert not _fills_dict(Described)
+    assert Described("abc").name == "ABC"
+
+
+def test_another_threads_dataclass_is_made_the_standard_way() -> None:
+    """While a record is made, the statement writer gives the __dict__ form to that thread
+    only: a dataclass another thread makes at the same moment gets the standard one."""
+    import threading
+
+    from podium import records
+
+    if not records._FAST_FROZEN_INIT:
+        pytest.skip("this Python's dataclasses writes __init__ another way")
+    seen: list[str] = []
+    with records._FrozenInitIntoDict(True):
+        mine = dataclasses._field_assign(True, "x", "x", "self")  # type: ignore[attr-defined]
+        other = threading.Thread(target=lambda: seen.append(
+            dataclasses._field_assign(True, "x", "x", "self")))  # type: ignore[attr-defined]
+        other.start()
+        other.join()
+    assert mine == "self.__dict__['x']=x"
+    assert seen == [records._EXPECTED]
+    assert dataclasses._field_assign is records._STANDARD_ASSIGN  # type: ignore[attr-defined]

@@ -181,6 +181,10 @@ def _killed_at_slow(root: Path, env: dict[str, str] | None = None) -> str:
     proc = _podium(root, "run", wf, "-i", "hold=30", env=env)
     try:
         assert wait_until((root / "slow.log").exists, TIMEOUT)
+        # the step's start is committed once its script has run past the commit window
+        # (decision 0042): a loaded machine may commit it a little after the log appears
+        assert wait_until(lambda: [r["current_step"] for r in _runs(root, env)] == ["slow"],
+                          TIMEOUT)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=TIMEOUT)
     finally:
