@@ -91,18 +91,21 @@ def podium_paths(names: Sequence[str] | None = None) -> list[Cmd]:
         Cmd("help", lambda exe, f: [exe, "--help"]),
         Cmd("validate article", lambda exe, f: [exe, "validate", str(f["article"])]),
         Cmd(f"validate linear-{BIG}", lambda exe, f: [exe, "validate", str(f[f"linear-{BIG}"])]),
-        Cmd("run two-step", lambda exe, f: [exe, "run", "-q", str(f["two-step"])]),
+        Cmd("run two-step", lambda exe, f: [exe, "--silent", "run", str(f["two-step"])]),
     ]
-    paths += [Cmd(f"run set-{n}", lambda exe, f, n=n: [exe, "run", "-q", str(f[f"set-{n}"])])
+    paths += [Cmd(f"run set-{n}",
+                    lambda exe, f, n=n: [exe, "--silent", "run", str(f[f"set-{n}"])])
               for n in SET_STEPS]
     paths += [Cmd(f"run script-{n}",
-                    lambda exe, f, n=n: [exe, "run", "-q", str(f[f"script-{n}"])])
+                    lambda exe, f, n=n: [exe, "--silent", "run", str(f[f"script-{n}"])])
               for n in SCRIPT_STEPS]
     return _pick(paths, names)
 
 
 def conductor_paths(names: Sequence[str] | None = None) -> list[Cmd]:
-    """Conductor's equivalent of each podium path: `--silent run` is its `run -q`."""
+    """Conductor's side of every path, in the same mode: `--silent run` in both tools (the
+    result on stdout, no progress; `run -q` would print each step's route in podium, where
+    Conductor's `--quiet` prints its lifecycle)."""
     paths = [
         Cmd("help", lambda exe, f: [exe, "--help"]),
         Cmd("validate article", lambda exe, f: [exe, "validate", str(f["article"])]),

@@ -4,7 +4,7 @@ Paths, each a fresh process (Conductor's equivalent in brackets):
   --help                      (conductor --help)
   validate article            (conductor validate examples/dev-review/workflow.yaml)
   validate linear-800         (conductor validate, bench/gen_workflows.py's 800 steps)
-  run two-step                podium run -q (conductor --silent run): two set steps, no model
+  run two-step                podium --silent run (conductor --silent run): two set steps, no model
   per set / script step       the slope between a short and a long loop of one set step (one
                               script step running /usr/bin/true) through the whole `run`
 Rounds interleave the tools path by path, so a drift in machine load hits both. Both run with
