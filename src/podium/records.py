@@ -13,7 +13,8 @@ through an `operator.attrgetter` made once per class, and behave as the generate
 the same fields compared, hashed and shown, `NotImplemented` for another class, a recursive
 repr shown as `...`, a method the class writes itself kept, and a class with `__eq__` but no
 frozen `__hash__` unhashable. `order=True` (whose four comparisons are not worth sharing for
-the one class that asks) goes to `dataclass` as it is.
+the one class that asks) goes to `dataclass` as it is. A frozen record's `__init__` writes
+its fields into the instance's `__dict__` rather than through `object.__setattr__` (below).
 """
 
 from __future__ import annotations
@@ -113,16 +114,16 @@ def _share_methods(cls: Any, *, frozen: bool, eq: bool, repr: bool,
 
 # A frozen dataclass's __init__ sets each field with `object.__setattr__(self, name, value)`
 # (its own __setattr__ refuses): a call through a method wrapper per field, 2.9 µs for seven
-# fields against 1.0 µs when the values go into the instance's __dict__, which is all
-# object.__setattr__ does for a field of a class with a __dict__ (a field is never a
-# descriptor: dataclass makes it a plain attribute). The statement comes from one function,
+# fields against 0.6 µs when the values go into the instance's __dict__, which is all
+# object.__setattr__ does for a field of a class with a __dict__ unless the field is a data
+# descriptor (`_plain_fields` checks). The statement comes from one function,
 # dataclasses._field_assign; while a record is made it writes the __dict__ form, for this
 # thread only, and only if that function is there and writes what this module expects
 # (another Python keeps the standard __init__).
 _STANDARD_ASSIGN: Callable[[bool, str, str, str], str] | None = getattr(
     dataclasses, "_field_assign", None)
 _EXPECTED = "__dataclass_builtins_object__.__setattr__(self,'x',x)"
-_making = _thread.allocate_lock()
+_making = _thread.RLock()
 _maker: list[int | None] = [None]  # the thread making a record with the __dict__ __init__
 
 
@@ -138,7 +139,8 @@ def _plain_fields(cls: Any) -> bool:
     object.__setattr__ calls, and a write into the __dict__ would skip)."""
     if cls.__dictoffset__ == 0:
         return False
-    names = {n for klass in cls.__mro__  # (inspect, heavy to import, is not needed here)
+    # (not inspect.get_annotations: inspect is heavy to import, and records load at start-up)
+    names = {n for klass in cls.__mro__
              for n in klass.__dict__.get("__annotations__", {})}  # noqa: RUF063
     for name in names:
         for klass in cls.__mro__:

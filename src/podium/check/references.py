@@ -389,4 +389,3 @@ def quick_refs(env: Environment, source: str) -> tuple[list[Ref], list[UsedName]
         else:  # the block's end
             guards = present = _NOTHING
     return refs, used
-
