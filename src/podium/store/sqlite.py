@@ -122,25 +122,26 @@ class _RowWrite(tuple):  # type: ignore[type-arg]
 
     __slots__ = ()
 
+    @property
+    def run_id(self) -> str:
+        return str(self[1][-1])  # the UPDATE's last parameter: `WHERE id = ?`
 
-# statement -> whether it updates a run's row: asked of every write of a transaction, three
-# times (a fan-out's batch holds thousands), of a few texts (kept up to a bound: merged
-# updates vary with their columns)
+
+# statement -> whether it updates a run's row: asked of every write of a transaction (a
+# fan-out's batch holds thousands), of a few texts (kept up to a bound: merged updates vary
+# with their columns)
 _ROW_UPDATES: dict[str, bool] = {}
 
 
-def _row_of(w: _Write | Event) -> str | None:
-    """The run whose row `w` updates, when it is a run-row UPDATE (its last parameter)."""
-    if type(w) is not tuple:
-        return None
-    sql = w[0]
+def _is_row_update(sql: str) -> bool:
+    """Whether a statement updates a run's row (remembered per text)."""
     is_row = _ROW_UPDATES.get(sql)
     if is_row is None:
         head, tail = _RUN_UPDATE
         is_row = sql.startswith(head) and sql.endswith(tail)
         if len(_ROW_UPDATES) < 1024:
             _ROW_UPDATES[sql] = is_row
-    return str(w[1][-1]) if is_row else None
+    return is_row
 
 
 def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
@@ -150,14 +151,16 @@ def _merged(writes: list[_Write | Event]) -> list[_Write | Event]:
     tokens, its iterations, the last seq); a batch of a group's members, four per member."""
     groups: dict[str, _RowUpdate] = {}
     out: list[_Write | Event] = []
-    rows = _ROW_UPDATES
+    known = _ROW_UPDATES.get  # asked of every write: the remembered answer first
     for w in writes:
-        # _row_of, inline: a fan-out's batch asks it of thousands of writes
-        if type(w) is not tuple or not (rows.get(w[0]) or
-                                        (w[0] not in rows and _row_of(w) is not None)):
+        if type(w) is not tuple:  # an event numbered as it commits
             out.append(w)
             continue
-        run_id = str(w[1][-1])
+        is_row = known(w[0])
+        if not (_is_row_update(w[0]) if is_row is None else is_row):
+            out.append(w)
+            continue
+        run_id = str(w[1][-1])  # its last parameter: `WHERE id = ?`
         assigns = _parsed_update(w[0])
         row = groups.get(run_id)
         if row is not None and not row.joins(assigns):
@@ -292,7 +295,7 @@ class SQLiteStore(SQLCore):
             # a run removed under its owner stops, it never goes on: a run whose row this
             # transaction updates is checked by that UPDATE (no row changed: rolled back),
             # any other by a read first
-            updated = {str(w[1][-1]) for w in writes if type(w) is _RowWrite}
+            updated = {w.run_id for w in writes if type(w) is _RowWrite}
             for rid in batches:
                 if rid not in updated and self._write("SELECT 1 FROM runs WHERE id = ?",
                                                       (rid,)).fetchone() is None:
@@ -305,7 +308,7 @@ class SQLiteStore(SQLCore):
                     continue
                 if type(w) is _RowWrite:  # every run-row UPDATE, joined by _merged
                     if self._write(w[0], w[1]).rowcount == 0:
-                        self._gone(str(w[1][-1]))
+                        self._gone(w.run_id)
                     continue
                 same.append(w[1])
                 after = writes[i + 1] if i + 1 < len(writes) else None
