@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,12 @@ from podium.events.model import (
     PromptRendered,
     RunFinished,
     RunStarted,
+    StepFailed,
     StepFinished,
 )
 from podium.events.redact import Redactor
 from podium.events.sinks.jsonl import MemorySink
-from podium.events.sinks.live import TEXT_CAP, LiveSink, live_key
+from podium.events.sinks.live import INTERVAL, TEXT_CAP, LiveSink, live_key
 from podium.store.sqlite import SQLiteStore
 
 SECRET = "sk-held-SECRET-4242"
@@ -123,6 +125,30 @@ def test_a_count_before_the_stream_is_kept_and_a_step_that_never_streams_leaves_
     assert store.live("r1") == {}
     assert not sink._folds  # nothing held for steps that ended
     assert not sink._prompts
+
+
+def test_a_for_each_item_clears_the_row_its_agent_streamed(store: SQLiteStore) -> None:
+    # an item ends as `worker[<key>]` (engine/groups.py) while its agent prompted and streamed
+    # as `worker`, with the item's own iteration: the end clears that row, not a neighbour's
+    sink = LiveSink(store, interval=0.05)
+    for it in (1, 2, 3):
+        sink.handle(_ev(PromptRendered(step="worker", iteration=it, provider="openai",
+                                       model="m", prompt="p")))
+        sink.handle(_ev(ModelDelta(step="worker", iteration=it, kind="text",
+                                   text=f"item {it} talks")))
+    assert wait_until(lambda: set(store.live("r1")) == {"worker#1", "worker#2", "worker#3"})
+    sink.handle(_ev(StepFinished(step="worker[a]", step_type="agent", iteration=1,
+                                 elapsed=1.0, group="fan")))
+    sink.handle(_ev(StepFailed(step="worker[x[2]]", step_type="agent", iteration=3,
+                               elapsed=1.0, error_type="provider_error", message="no",
+                               group="fan")))  # an item key with brackets of its own
+    assert set(store.live("r1")) == {"worker#2"}  # at once, in the run's thread
+    assert set(sink._folds) == {("r1", "worker#2")}
+    # a step whose own name ends in brackets keeps its own row
+    sink.handle(_ev(ModelDelta(step="odd[1]", iteration=2, kind="text", text="mine")))
+    assert wait_until(lambda: "odd[1]#2" in store.live("r1"))
+    sink.handle(_ev(StepFinished(step="odd[1]", step_type="agent", iteration=2, elapsed=1.0)))
+    assert set(store.live("r1")) == {"worker#2"}
 
 
 def test_a_secret_split_across_deltas_never_reaches_the_table(store: SQLiteStore) -> None:
@@ -302,3 +328,61 @@ def test_a_streaming_run_shows_its_text_to_another_process_then_clears_it(
         assert con.execute("SELECT count(*) FROM live").fetchone() == (0,)
     finally:
         con.close()
+
+
+EACH = """
+workflow:
+  name: live-each
+  entry_point: fan
+  input:
+    items: {type: array}
+  runtime: {provider: openai, default_model: gpt-4o-mini}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: item
+    max_concurrent: 2
+    agent: {name: worker, prompt: "tell story {{ item }}"}
+agents: []
+"""
+
+
+def test_a_for_each_item_that_ended_leaves_no_live_row_while_the_run_goes_on(
+        tmp_path: Path) -> None:
+    # the first item's stream is held; the other item streams its whole answer and ends. Its
+    # row must not outlive it (it did: an item's end never matched the row its agent wrote,
+    # so every finished item showed as streaming until the run ended)
+    with HeldOpenAI(STORY) as srv:
+        home = tmp_path / "home"
+        env = cli_env(home, {"OPENAI_BASE_URL": srv.url + "/v1", "OPENAI_API_KEY": SECRET})
+        proc = subprocess.Popen(
+            podium_argv("run", write(tmp_path, EACH, "each.yaml"), "--json",
+                        "--input-json", "items=[1, 2]"),
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, encoding="utf-8")
+        try:
+            assert srv.held.wait(60), proc.stderr.read() if proc.poll() is not None else ""
+            viewer = SQLiteStore(home / "podium.db")
+            try:
+                run_id = viewer.list_runs()[0].id
+                assert wait_until(lambda: any(
+                    e["type"] == "step_finished" and e["step"].startswith("worker[")
+                    for e in viewer.events(run_id)), 30)
+                ended = next(e for e in viewer.events(run_id) if e["type"] == "step_finished")
+                held = 3 - ended["iteration"]  # the other item's iteration (1 or 2)
+                assert wait_until(lambda: list(viewer.live(run_id)) == [f"worker#{held}"], 30)
+                time.sleep(3 * INTERVAL)  # a row the ended item left would be written by now
+                assert list(viewer.live(run_id)) == [f"worker#{held}"]
+                assert viewer.get_run(run_id).status == "running"
+            finally:
+                viewer.close()
+        finally:
+            srv.release.set()
+            out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    store = SQLiteStore(home / "podium.db")
+    try:
+        assert store.live(json.loads(out)["run_id"]) == {}
+    finally:
+        store.close()

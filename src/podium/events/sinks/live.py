@@ -160,7 +160,7 @@ class LiveSink:
             self._counted(cast(ModelExchange, event))
         elif kind in ("step_finished", "step_failed"):
             ended = cast(StepFinished | StepFailed, event)
-            self._clear(ended.run_id, live_key(ended.step, ended.iteration))
+            self._clear(ended.run_id, ended.step, ended.iteration)
         elif kind == "run_finished":
             self._clear(event.run_id, None)
         elif kind == "run_started" and event.__dict__.get("resumed"):
@@ -222,9 +222,28 @@ class LiveSink:
         elif self._heap[0] is entry:
             self._cond.notify()  # due before what the thread waits for
 
-    def _clear(self, run_id: str, key: str | None, *, always: bool = False) -> None:
+    def _streamed_as(self, run_id: str, step: str, iteration: int) -> str:
+        """The live key of the step iteration that ended as `step`: a for-each item ends as
+        `name[key]` (engine/groups.py), while its agent prompted and streamed as `name`, with
+        the item's own iteration; the longest such name this sink holds (a name or a key may
+        itself hold brackets)."""
+        key = live_key(step, iteration)
+        if step.endswith("]") and (run_id, key) not in self._folds \
+                and (run_id, key) not in self._prompts:
+            cut = step.rfind("[", 0, len(step) - 1)
+            while cut > 0:
+                named = live_key(step[:cut], iteration)
+                if (run_id, named) in self._folds or (run_id, named) in self._prompts:
+                    return named
+                cut = step.rfind("[", 0, cut)
+        return key
+
+    def _clear(self, run_id: str, step: str | None, iteration: int = 0, *,
+               always: bool = False) -> None:
+        key: str | None = None  # None: every row of the run
         with self._cond:
-            if key is not None:
+            if step is not None:
+                key = self._streamed_as(run_id, step, iteration)
                 self._prompts.pop((run_id, key), None)
                 fold = self._folds.pop((run_id, key), None)
                 written = [fold.written] if fold is not None else []
