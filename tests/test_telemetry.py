@@ -161,6 +161,43 @@ def test_every_step_type_gets_a_span_under_the_run(tmp_path: Path) -> None:
         assert s.start_time <= s.end_time, s.name
 
 
+EACH = """
+workflow:
+  name: each
+  entry_point: fan
+  input:
+    items: {type: array}
+  runtime: {provider: openai, default_model: gpt-5.5}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: item
+    max_concurrent: 3
+    agent: {name: worker, prompt: "Handle {{ item }}", output: {ok: {type: boolean}}}
+agents: []
+"""
+
+
+def test_a_for_each_items_model_calls_are_children_of_their_item(tmp_path: Path) -> None:
+    # an item's span is `invoke_agent worker[<key>]`, while its agent's events name the
+    # step `worker`: each chat span goes under its own item, not the run's root
+    trace_sink, exporter = sink()
+    usage = {"input_tokens": 10, "output_tokens": 2}
+    run = run_workflow(write(tmp_path, EACH), sinks=[trace_sink],
+                       inputs={"items": ["a", "b", "c"]}, responses={"agents": {
+        "worker": {"every": {"output": {"ok": True}, "usage": usage}}}})
+    assert run.exit_code == 0, run.error_text()
+    spans = exporter.get_finished_spans()
+    items = {s.context.span_id: s for s in spans if s.name.startswith("invoke_agent worker[")}
+    assert len(items) == 3
+    chats = [s for s in spans if s.name == "chat gpt-5.5"]
+    assert len(chats) == 3
+    assert {c.parent.span_id for c in chats if c.parent} == set(items)
+    fan = next(s for s in spans if s.name == "for_each fan")
+    assert {i.parent.span_id for i in items.values() if i.parent} == {fan.context.span_id}
+
+
 def test_a_failed_step_and_run_are_errors(tmp_path: Path) -> None:
     trace_sink, exporter = sink()
     run = run_workflow(write(tmp_path, """

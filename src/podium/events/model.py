@@ -190,6 +190,22 @@ class ModelDelta(Event):
 LIVE_ONLY: frozenset[str] = frozenset({"model_delta"})
 
 
+def item_agent_names(step: str) -> list[str]:
+    """The names a for-each item's agent may carry in its own events (prompts, answers,
+    streamed pieces, tools, scripts): the item's step events carry its label `name[key]`
+    (engine/groups.py), its agent's events `name`, with the item's own iteration. The names
+    before each `[` of a label that ends in `]`, longest first (a name or a key may hold
+    brackets of its own); none for any other step."""
+    if not step.endswith("]"):
+        return []
+    names = []
+    cut = step.rfind("[", 0, len(step) - 1)
+    while cut > 0:
+        names.append(step[:cut])
+        cut = step.rfind("[", 0, cut)
+    return names
+
+
 class ParseRecovery(Event):
     type: Literal["parse_recovery"] = "parse_recovery"
     step: str

@@ -77,6 +77,8 @@ class _Run:
     pending: dict[str, tuple[Span, int]] = field(default_factory=dict)  # finished, route to come
     gates: dict[tuple[str, int], Span] = field(default_factory=dict)
     prompts: dict[tuple[str, int, str | None], ev.PromptRendered] = field(default_factory=dict)
+    # a for-each item's agent's (name, iteration) -> the item's own (label, iteration)
+    items: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
@@ -212,11 +214,16 @@ class TraceSink:
                                "podium.run.iteration": e.run_iteration,
                                "podium.step.group": e.group})
         run.steps[(e.step, e.iteration)] = (span, e.step_type)
+        if e.group is not None:  # its agent's events name it without the item's key
+            for name in ev.item_agent_names(e.step):
+                run.items.setdefault((name, e.iteration), (e.step, e.iteration))
 
     def _step_span(self, run: _Run, step: str | None, iteration: int | None) -> Span:
         if step is not None:
-            if iteration is not None and (step, iteration) in run.steps:
-                return run.steps[(step, iteration)][0]
+            if iteration is not None:
+                key = run.items.get((step, iteration), (step, iteration))
+                if key in run.steps:
+                    return run.steps[key][0]
             for (name, _), (span, _) in reversed(list(run.steps.items())):
                 if name == step:
                     return span
@@ -224,11 +231,18 @@ class TraceSink:
                 return run.pending[step][0]
         return run.span
 
+    @staticmethod
+    def _ended(run: _Run, step: str, iteration: int) -> tuple[Span, str] | None:
+        for name in ev.item_agent_names(step):
+            if run.items.get((name, iteration)) == (step, iteration):
+                del run.items[(name, iteration)]
+        return run.steps.pop((step, iteration), None)
+
     def _on_step_finished(self, e: ev.StepFinished) -> None:
         run = self.runs.get(e.run_id)
         if run is None:
             return
-        found = run.steps.pop((e.step, e.iteration), None)
+        found = self._ended(run, e.step, e.iteration)
         if found is None:
             return
         span = found[0]
@@ -249,7 +263,7 @@ class TraceSink:
         run = self.runs.get(e.run_id)
         if run is None:
             return
-        found = run.steps.pop((e.step, e.iteration), None)
+        found = self._ended(run, e.step, e.iteration)
         if found is None:
             return
         span = found[0]

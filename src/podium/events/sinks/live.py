@@ -31,6 +31,7 @@ from podium.events.model import (
     PromptRendered,
     StepFailed,
     StepFinished,
+    item_agent_names,
 )
 from podium.events.redact import Redactor
 from podium.records import record
@@ -224,18 +225,14 @@ class LiveSink:
 
     def _streamed_as(self, run_id: str, step: str, iteration: int) -> str:
         """The live key of the step iteration that ended as `step`: a for-each item ends as
-        `name[key]` (engine/groups.py), while its agent prompted and streamed as `name`, with
-        the item's own iteration; the longest such name this sink holds (a name or a key may
-        itself hold brackets)."""
+        `name[key]` while its agent streamed as `name` (item_agent_names)."""
         key = live_key(step, iteration)
-        if step.endswith("]") and (run_id, key) not in self._folds \
-                and (run_id, key) not in self._prompts:
-            cut = step.rfind("[", 0, len(step) - 1)
-            while cut > 0:
-                named = live_key(step[:cut], iteration)
-                if (run_id, named) in self._folds or (run_id, named) in self._prompts:
-                    return named
-                cut = step.rfind("[", 0, cut)
+        if (run_id, key) in self._folds or (run_id, key) in self._prompts:
+            return key
+        for name in item_agent_names(step):
+            named = live_key(name, iteration)
+            if (run_id, named) in self._folds or (run_id, named) in self._prompts:
+                return named
         return key
 
     def _clear(self, run_id: str, step: str | None, iteration: int = 0, *,
