@@ -82,3 +82,58 @@ def test_the_step_panel_shows_the_model_text_while_it_streams(page: Any,
             stop_process(proc)
             if serve is not None:
                 serve.stop()
+
+
+EACH = """
+workflow:
+  name: notes-each
+  entry_point: fan
+  input:
+    items: {type: array}
+  runtime: {provider: openai, default_model: gpt-4o-mini}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: item
+    agent: {name: worker, prompt: "Write the release notes of {{ item }}"}
+agents: []
+"""
+
+
+def test_a_for_each_item_shows_its_text_while_it_streams(page: Any, tmp_path: Path) -> None:
+    # the item runs as `worker[0]`, its agent streams as `worker` (live row `worker#1`)
+    from playwright.sync_api import expect
+
+    home = tmp_path / "home"
+    flow = write_flow(tmp_path, "each.yaml", EACH)
+    with HeldOpenAI(STORY) as srv:
+        env = cli_env(home, {"OPENAI_BASE_URL": srv.url + "/v1", "OPENAI_API_KEY": "sk-test"})
+        proc = subprocess.Popen(podium_argv("run", flow, "--input-json", 'items=["v1.2"]'),
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                start_new_session=True)
+        serve = None
+        try:
+            assert srv.held.wait(60)
+            assert wait_until(lambda: latest_run(home).get("id") is not None, 30)
+            run_id = latest_run(home)["id"]
+            serve = Serve(home).start()
+            page.goto(f"{serve.base}/runs/{run_id}#token={serve.token}")
+            page.locator('[data-node="fan"]').click()
+            member = page.locator("#panel .members > details")
+            expect(member).to_have_count(1)
+            expect(member.locator("summary")).to_contain_text("worker[0]")
+            member.locator("summary").click()
+            live = member.locator("pre.live-text")
+            expect(live).to_contain_text("Release notes, v1.2")
+            expect(live).not_to_contain_text("THE END")  # the stream is still held
+            srv.release.set()
+            expect(page.locator("#run-state")).to_have_text("succeeded")
+            expect(live).to_have_count(0)
+            assert proc.wait(60) == 0
+        finally:
+            srv.release.set()
+            stop_process(proc)
+            if serve is not None:
+                serve.stop()

@@ -275,6 +275,50 @@ def test_a_running_group_shows_its_progress_then_a_killed_run_resumes(
         stop_process(proc)
 
 
+EACH_FLOW = """
+workflow:
+  name: each-item
+  entry_point: fan
+  input:
+    items: {type: array}
+  runtime: {provider: copilot, default_model: gpt-4o-mini}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: item
+    max_concurrent: 2
+    agent: {name: worker, prompt: "Handle {{ item }}", output: {done: {type: string}}}
+agents: []
+"""
+
+
+def test_a_for_each_item_shows_its_own_prompt_and_answer(
+        page: Any, world: World, tmp_path: Path) -> None:
+    # an item's step events name it `worker[<key>]`, its agent's prompt and answer `worker`:
+    # the panel shows each item with its own prompt and answer (it showed neither)
+    from playwright.sync_api import expect
+
+    flow = write_flow(tmp_path, "each.yaml", EACH_FLOW)
+    responses = tmp_path / "each.responses.json"
+    responses.write_text(json.dumps({"agents": {"worker": [
+        {"output": {"done": "first"}}, {"output": {"done": "second"}}]}}), encoding="utf-8")
+    done = run_podium(world.home, "run", flow, "--input-json", 'items=["alpha", "beta"]',
+                      "--responses", responses)
+    assert done.returncode == 0, done.stderr
+    page.goto(_url(world, f"/runs/{run_id_of(done)}"))
+    page.locator('[data-node="fan"]').click()
+    members = page.locator("#panel .members > details")
+    expect(members).to_have_count(2)
+    for i, item in enumerate(("alpha", "beta")):
+        member = members.nth(i)
+        expect(member.locator("summary")).to_contain_text(f"worker[{i}]")
+        expect(member.locator("pre.prompt")).to_have_text(f"Handle {item}")
+        expect(member.locator("pre.answer")).to_contain_text('"done"')
+    answers = [members.nth(i).locator("pre.answer").text_content() for i in range(2)]
+    assert sorted("first" in (a or "") for a in answers) == [False, True]  # one answer each
+
+
 # ----------------------------------------------------------------------------- axe
 
 

@@ -6,7 +6,23 @@ import {h, fmtDuration, fmtTokens, fmtCost, pretty, fmtTime} from './dom.js';
 import {renderHtml} from './markdown.js';
 
 function newExec(step, iteration) {
-  return {step, iteration, status: 'pending', exchanges: [], notes: [], scripts: [], members: []};
+  return {step, iteration, status: 'pending', exchanges: [], notes: [], scripts: [], members: [],
+    streamKeys: [`${step}#${iteration}`]};
+}
+
+/** The names a for-each item's agent carries in its own events (prompts, answers, streamed
+ * text): the item's step events carry its label `name[key]`, its agent's `name`, with the
+ * item's iteration. The names before each `[` of a label ending in `]`, longest first
+ * (events/model.py item_agent_names). */
+export function itemAgentNames(step) {
+  const names = [];
+  if (!step.endsWith(']')) return names;
+  let cut = step.lastIndexOf('[', step.length - 2);
+  while (cut > 0) {
+    names.push(step.slice(0, cut));
+    cut = step.lastIndexOf('[', cut - 1);
+  }
+  return names;
 }
 
 /** Fold events[0..upto) into the state of the run at that point. */
@@ -52,6 +68,11 @@ export function fold(events, upto = events.length) {
         if (e.group) {
           const g = latest(e.group);
           if (!g.members.includes(x)) g.members.push(x);
+          for (const name of itemAgentNames(e.step)) {  // its agent's events find it
+            const alias = `${name}#${e.iteration}`;
+            if (!s.byKey.has(alias)) s.byKey.set(alias, x);
+            if (!x.streamKeys.includes(alias)) x.streamKeys.push(alias);
+          }
         } else {
           node(e.step).status = 'running';
           s.current = e.step;
@@ -195,7 +216,8 @@ function execView(x, open, ctx) {
       .filter(Boolean).join(' · ');
     body.push(section('Prompt', meta ? h('p', {class: 'muted'}, meta) : null, textBlock(x.prompt, 'prompt')));
   }
-  const streamed = x.status === 'running' && ctx.live ? ctx.live[`${x.step}#${x.iteration}`] : null;
+  const streamed = x.status === 'running' && ctx.live
+    ? x.streamKeys.map((k) => ctx.live[k]).find(Boolean) || null : null;
   if (streamed) body.push(liveView(streamed));
   x.exchanges.forEach((ex) => {
     const title = ex.call ? `Model answer (${ex.call}${ex.attempt > 1 ? `, attempt ${ex.attempt}` : ''})`
