@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -621,3 +622,66 @@ def test_a_failed_execution_reports_what_it_spent(tmp_path: Path, servers: Serve
     spent = failed.details["usage"]
     assert (spent["input_tokens"], spent["output_tokens"], spent["model"]) == (1000, 10, "gpt-4o")
     assert spent["cost_usd"] == pytest.approx((1000 * 2.5 + 10 * 10) / 1e6)
+
+
+def _counting_cookie_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URLs of the responses an HTTP client hands its cookie jar."""
+    import http.cookiejar
+
+    read: list[str] = []
+    extract = http.cookiejar.CookieJar.extract_cookies
+
+    def counting(jar: http.cookiejar.CookieJar, response: Any, request: Any) -> None:
+        read.append(request.get_full_url())
+        extract(jar, response, request)
+
+    monkeypatch.setattr(http.cookiejar.CookieJar, "extract_cookies", counting)
+    return read
+
+
+def test_a_cookie_an_api_sets_is_sent_back_and_a_response_without_one_is_not_parsed(
+        tmp_path: Path, servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fakes.openai_server import stream_chunks
+    from fakes.wire import Canned
+
+    read = _counting_cookie_reads(monkeypatch)
+    servers.openai.script(
+        Canned(events=stream_chunks(answer("one")),
+               headers={"set-cookie": "__cf_bm=abc123; Path=/; HttpOnly"}),
+        answer("two"), answer("three"))
+    run = run_real_yaml(tmp_path, """
+        workflow: {name: t, entry_point: a, runtime: {provider: openai, default_model: m}}
+        agents:
+          - {name: a, prompt: hi, routes: [{to: b}]}
+          - {name: b, prompt: again, routes: [{to: c}]}
+          - {name: c, prompt: last}
+    """)
+    assert run.exit_code == 0, run.error_text()
+    first, second, third = servers.openai.chat_requests()
+    assert "cookie" not in first.headers
+    assert second.headers.get("cookie") == "__cf_bm=abc123"  # the jar kept what was set
+    assert third.headers.get("cookie") == "__cf_bm=abc123"
+    assert len(read) == 1  # only the response that set a cookie went through the jar
+
+
+def test_a_for_each_members_responses_without_cookies_skip_the_jar(
+        tmp_path: Path, servers: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    read = _counting_cookie_reads(monkeypatch)
+    servers.openai.script(*(answer(f"story {i}") for i in range(3)))
+    run = run_real_yaml(tmp_path, """
+        workflow:
+          name: t
+          entry_point: fan
+          input: {items: {type: array}}
+          runtime: {provider: openai, default_model: m}
+        for_each:
+          - name: fan
+            type: for_each
+            source: workflow.input.items
+            as: item
+            agent: {name: worker, prompt: "tell story {{ item }}"}
+        agents: []
+    """, inputs={"items": [1, 2, 3]})
+    assert run.exit_code == 0, run.error_text()
+    assert len(servers.openai.chat_requests()) == 3  # the members' calls, on the async client
+    assert read == []

@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import httpx2
 import openai
 from openai._constants import RAW_RESPONSE_HEADER
@@ -274,6 +275,7 @@ class OpenAIProvider:
                  async_client: Callable[[], openai.AsyncOpenAI] | None = None) -> None:
         self.name = name
         self.client = client
+        cookies_when_set(getattr(client, "_client", None))
         self.timeout = timeout
         self._make_async = async_client
         self._async: openai.AsyncOpenAI | None = None
@@ -285,6 +287,7 @@ class OpenAIProvider:
             if self._make_async is None:
                 raise ProviderError(f"{self.name}: this provider has no async client")
             self._async = self._make_async()
+            cookies_when_set(getattr(self._async, "_client", None))
         return self._async
 
     async def stream_chat(self, body: dict[str, Any], timeout: float, *,
@@ -324,6 +327,28 @@ def _async_client(make: Callable[..., openai.AsyncOpenAI],
             make(**given)
     except RuntimeError:  # the aiohttp extra is missing: the SDK's placeholder refuses
         return make(**given)
+
+
+class _SetCookieOnly(httpx.Cookies):
+    """A client's cookie jar that reads a response only when it sets a cookie. httpx 0.28
+    builds a urllib request from every response to hand the jar, `Set-Cookie` or not: 5 % of
+    an OpenAI call's CPU in a fan-out. Without the header the jar has nothing to take, so
+    skipping it changes nothing (httpx2, the Anthropic SDK's, skips it the same way)."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            super().extract_cookies(response)
+
+
+def cookies_when_set(http: Any) -> None:
+    """Give an SDK's httpx client `_SetCookieOnly` over its own jar; a client that keeps its
+    cookies elsewhere than httpx 0.28 does is left as it is."""
+    cookies = getattr(http, "_cookies", None)
+    if type(cookies) is not httpx.Cookies or getattr(http, "cookies", None) is not cookies:
+        return
+    assert isinstance(cookies, httpx.Cookies)
+    http._cookies = _SetCookieOnly(cookies.jar)
 
 
 def create_openai(settings: ProviderSettings) -> OpenAIProvider:
