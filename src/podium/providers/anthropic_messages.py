@@ -37,6 +37,7 @@ from podium.providers.loop import (
     ToolCall,
     Turn,
     raw_http,
+    remember_urls,
     sdk_error,
     stream_errors,
 )
@@ -338,6 +339,7 @@ class ClaudeProvider:
     def __init__(self, client: anthropic.Anthropic, timeout: float | None,
                  async_client: Callable[[], anthropic.AsyncAnthropic] | None = None) -> None:
         self.client = client
+        remember_urls(client)  # the URL merged once per path (loop.py)
         self.timeout = timeout
         self._make_async = async_client
         self._async: anthropic.AsyncAnthropic | None = None
@@ -348,6 +350,7 @@ class ClaudeProvider:
             if self._make_async is None:
                 raise ProviderError("claude: this provider has no async client")
             self._async = self._make_async()
+            remember_urls(self._async)
         return self._async
 
     async def stream_messages(self, messages: list[Any], params: dict[str, Any],

@@ -30,6 +30,7 @@ from podium.providers.loop import (
     ToolCall,
     Turn,
     raw_http,
+    remember_urls,
     sdk_error,
     stream_errors,
 )
@@ -342,25 +343,9 @@ class _SetCookieOnly(httpx.Cookies):
 
 
 def _lighter(client: Any) -> None:
-    """What an OpenAI client does on every request and need not: its URL made again from
-    the same path and base URL (two parses by httpx, 5 % of a call's CPU in a fan-out: the
-    merged URL is kept per path while the base URL is the same object), and the cookie jar
-    read from a response that sets no cookie."""
-    prepare = getattr(client, "_prepare_url", None)
-    if callable(prepare):
-        made: dict[str, tuple[Any, Any]] = {}  # path -> (the base URL, the merged URL)
-
-        def prepare_url(url: str) -> Any:
-            base = client.base_url
-            got = made.get(url)
-            if got is not None and got[0] is base:
-                return got[1]
-            merged = prepare(url)
-            if len(made) < 64:  # a client asks for a few paths: more is not worth keeping
-                made[url] = (base, merged)
-            return merged
-
-        client._prepare_url = prepare_url
+    """What an OpenAI client does on every request and need not: its URL merged again
+    (loop.py `remember_urls`), the cookie jar read from a response that sets no cookie."""
+    remember_urls(client)
     cookies_when_set(getattr(client, "_client", None))
 
 
