@@ -237,9 +237,12 @@ class _Compiled:
                 self.forms.extend(_Form(u, token, whole_word=False) for u in _base64(value))
         self._subsets: dict[tuple[int, ...], tuple[re.Pattern[str], list[_Form]]] = {}
         self._anchors = list(dict.fromkeys(f.anchor for f in self.forms if f.anchor))
+        self._anchored = all(f.anchor for f in self.forms)
 
     def _candidates(self, text: str) -> tuple[int, ...]:
         held = {a for a in self._anchors if a in text}
+        if not held and self._anchored:
+            return ()  # every form has an anchor and the text holds none of them
         return tuple(i for i, f in enumerate(self.forms) if f.anchor is None or f.anchor in held)
 
     def search(self, text: str) -> bool:

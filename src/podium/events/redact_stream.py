@@ -12,7 +12,7 @@ run's end, so nothing held is lost: a tail that never became a secret goes out a
 
 from __future__ import annotations
 
-from podium.events.model import ModelDelta
+from podium.events.model import ModelDelta, stamped
 from podium.events.redact import Redactor
 from podium.records import record
 
@@ -86,4 +86,4 @@ class StreamRedactor:
 
 
 def _with(piece: ModelDelta, text: str) -> ModelDelta:
-    return piece.model_copy(update={"text": text})
+    return stamped(piece, {"text": text})  # model_copy's result, made as the bus makes its own
