@@ -509,3 +509,54 @@ def test_declaration_and_key_hints_name_only_what_fits(tmp_path: Path) -> None:
     # gates ignore `routes`: it is not offered for a misspelt key
     assert [(d.path, d.message, d.hint) for d in gate] == [
         ("agents[0].rotes", "unknown key 'rotes'", None)]
+
+
+LENIENT = """
+workflow:
+  name: t
+  entry_point: a
+  runtime: {provider: openai, default_model: m@runtime@}
+  limits: {max_iterations: 5@limits@}
+  input:
+    items: {type: array@input@}
+agents:
+  - name: a
+    prompt: hi
+    tools: []
+    retry: {max_attempts: 2@retry@}
+    routes: [{to: gate}]
+  - name: gate
+    type: human_gate
+    prompt: ok?
+    options:
+      - {label: yes, value: y, route: fan@option@}
+for_each:
+  - name: fan
+    type: for_each
+    source: workflow.input.items
+    as: item
+    agent: {name: w, tools: [], prompt: "do {{ item }}", retry: {max_attempts: 2@inner@}}
+"""
+PLACES = {"runtime": "workflow.runtime", "limits": "workflow.limits",
+          "input": "workflow.input.items", "retry": "agents[0].retry",
+          "option": "agents[1].options[0]", "inner": "for_each[0].agent.retry"}
+
+
+def _lenient(tmp_path: Path, *unknown: str) -> list[tuple[str, str]]:
+    text = LENIENT
+    for k in PLACES:
+        text = text.replace(f"@{k}@", f", bogus_{k}: 1" if k in unknown else "")
+    return [(d.path, d.message) for d in check(tmp_path, text) if d.code == "unknown-key"]
+
+
+def test_an_unknown_key_of_a_lenient_block_is_warned_of_at_any_depth(tmp_path: Path) -> None:
+    # a block Conductor reads leniently (runtime, limits, an input, retry, a gate's option)
+    # keeps an unknown key, and validate names each: in the workflow block, in a step, in a
+    # step nested in a group, alone or together
+    assert _lenient(tmp_path) == []
+    assert _lenient(tmp_path, *PLACES) == [
+        (f"{where}.bogus_{k}", f"unknown key 'bogus_{k}' is ignored")
+        for k, where in PLACES.items()]
+    for k, where in PLACES.items():
+        assert _lenient(tmp_path, k) == [(f"{where}.bogus_{k}",
+                                          f"unknown key 'bogus_{k}' is ignored")], k

@@ -29,6 +29,7 @@ from podium.language.model import (
     WorkflowFile,
     json_kind,
 )
+from podium.language.schema import kept_extras
 from podium.language.source import (
     FileUnreadable,
     LoadedDocument,
@@ -118,6 +119,7 @@ def load_workflow(path: Path, environ: Mapping[str, str] | None = None) -> LoadR
 
 
 def _build(result: LoadResult, data: dict[str, Any]) -> None:
+    extras = kept_extras()
     root = dict(data)
     for key in list(root):
         if key not in _ROOT_KEYS:
@@ -159,7 +161,8 @@ def _build(result: LoadResult, data: dict[str, Any]) -> None:
     except ValidationError as exc:
         _report(result, exc, (), model=WorkflowFile)
         return
-    _warn_extras(result, model, (), walked=StepBase)  # each step was walked as it loaded
+    if kept_extras() != extras:  # each step was walked as it loaded
+        _warn_extras(result, model, (), walked=StepBase)
     if ok:
         model._template_files = _template_files(result.smap, data)
         result.model = model
@@ -232,12 +235,14 @@ def _load_step(result: LoadResult, raw: Any, base: KeyPath) -> StepBase | None:
             ok = False
     clean["type"] = step_type
     cls = STEP_CLASSES[step_type]
+    extras = kept_extras()
     try:
         step = cls.model_validate(clean)
     except ValidationError as exc:
         _report(result, exc, base, model=cls, typos={base: typos})
         return None
-    _warn_extras(result, step, base)
+    if kept_extras() != extras:
+        _warn_extras(result, step, base)
     return step if ok else None
 
 

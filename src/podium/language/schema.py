@@ -39,6 +39,21 @@ class Lenient(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, defer_build=True)
 
+    def model_post_init(self, context: Any, /) -> None:
+        if self.__pydantic_extra__:
+            _kept_extras[0] += 1
+
+
+# how many Lenient containers have been made holding unknown keys: the loader looks through
+# a model for them (podium.language.load `_warn_extras`) only when this moved while the model
+# was validated, which in a workflow with no unknown key is never (it only grows: a thread
+# that validates at the same time can make another's look needed, never one's own skipped)
+_kept_extras = [0]
+
+
+def kept_extras() -> int:
+    return _kept_extras[0]
+
 
 def _is_template(text: str) -> bool:
     return "{{" in text or "{%" in text
