@@ -14,9 +14,8 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-import httpx
 import httpx2
 import openai
 from openai._constants import RAW_RESPONSE_HEADER
@@ -330,18 +329,6 @@ def _async_client(make: Callable[..., openai.AsyncOpenAI],
         return make(**given)
 
 
-class _SetCookieOnly(httpx.Cookies):
-    """A client's cookie jar that reads a response only when it sets a cookie. httpx 0.28
-    builds a urllib request from every response to hand the jar, `Set-Cookie` or not: 5 % of
-    an OpenAI call's CPU in a fan-out. Without the header the jar has nothing to take, so
-    skipping it changes nothing (httpx2, the Anthropic SDK's, skips it the same way)."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        headers = response.headers
-        if "set-cookie" in headers or "set-cookie2" in headers:
-            super().extract_cookies(response)
-
-
 def _lighter(client: Any) -> None:
     """What an OpenAI client does on every request and need not: its URL merged again
     (loop.py `remember_urls`), the cookie jar read from a response that sets no cookie."""
@@ -350,13 +337,31 @@ def _lighter(client: Any) -> None:
 
 
 def cookies_when_set(http: Any) -> None:
-    """Give an SDK's httpx client `_SetCookieOnly` over its own jar; a client that keeps its
-    cookies elsewhere than httpx 0.28 does is left as it is."""
+    """Give an SDK's httpx client a jar over its own that reads a response only when it sets
+    a cookie. httpx 0.28 (the OpenAI SDK's) builds a urllib request from every response to
+    hand its jar, `Set-Cookie` or not: 5 % of an OpenAI call's CPU in a fan-out. Without the
+    header the jar has nothing to take, so skipping it changes nothing (httpx2, the Anthropic
+    SDK's, skips it the same way). Only for httpx's own `Cookies` where httpx keeps them; any
+    other client is left as it is (decision 0043)."""
     cookies = getattr(http, "_cookies", None)
-    if type(cookies) is not httpx.Cookies or getattr(http, "cookies", None) is not cookies:
-        return
-    assert isinstance(cookies, httpx.Cookies)
-    http._cookies = _SetCookieOnly(cookies.jar)
+    kind: type = type(cookies)
+    if (kind.__module__, kind.__qualname__) == ("httpx", "Cookies") \
+            and getattr(http, "cookies", None) is cookies:
+        http._cookies = _set_cookie_only(kind)(cast(Any, cookies).jar)
+
+
+@functools.cache
+def _set_cookie_only(cookies: type) -> type:
+    """httpx's `Cookies` (the class the SDK's client holds: podium does not import httpx)
+    with `extract_cookies` skipping a response that sets no cookie."""
+
+    class SetCookieOnly(cookies):  # type: ignore[misc]
+        def extract_cookies(self, response: Any) -> None:
+            headers = response.headers
+            if "set-cookie" in headers or "set-cookie2" in headers:
+                super().extract_cookies(response)
+
+    return SetCookieOnly
 
 
 def create_openai(settings: ProviderSettings) -> OpenAIProvider:
