@@ -47,3 +47,28 @@ def test_compare_refuses_an_unknown_revision_in_one_line(tmp_path: Path) -> None
     assert proc.returncode != 0
     assert "unknown revision 'no-such-rev-33'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+AB = REPO / "bench" / "ab_foreach.py"
+
+
+def test_the_fan_out_ab_times_a_revision_against_the_tree() -> None:
+    # a revision as a variant is archived and compiled into a temporary folder, its runs
+    # interleaved with the tree's; the tree's line gives its ratio to the revision's
+    proc = subprocess.run([sys.executable, str(AB), "scripted", "40", "10", "0.01", "1",
+                           "HEAD", "tree"], cwd=REPO, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rev_line, tree_line = proc.stdout.strip().splitlines()[-2:]
+    assert rev_line.startswith("HEAD: wall median ")
+    assert "against" not in rev_line
+    rev_wall = float(rev_line.split("wall median ")[1].split(" s")[0])
+    tree_wall = float(tree_line.split("wall median ")[1].split(" s")[0])
+    ratio = float(tree_line.split("against HEAD: wall ")[1].split(",")[0])
+    assert tree_line.startswith("tree: ")
+    assert abs(ratio - tree_wall / rev_wall) < 0.03  # the medians are printed rounded
+    unknown = subprocess.run([sys.executable, str(AB), "scripted", "40", "10", "0.01", "1",
+                              "no-such-rev-33", "tree"], cwd=REPO, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert unknown.returncode != 0
+    assert "no-such-rev-33: neither a folder, `tree` nor a git revision" in unknown.stderr
