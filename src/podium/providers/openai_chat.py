@@ -333,10 +333,10 @@ def _lighter(client: Any) -> None:
     """What an OpenAI client does on every request and need not: its URL merged again
     (loop.py `remember_urls`), the cookie jar read from a response that sets no cookie."""
     remember_urls(client)
-    cookies_when_set(getattr(client, "_client", None))
+    _cookies_when_set(getattr(client, "_client", None))
 
 
-def cookies_when_set(http: Any) -> None:
+def _cookies_when_set(http: Any) -> None:
     """Give an SDK's httpx client a jar over its own that reads a response only when it sets
     a cookie. httpx 0.28 (the OpenAI SDK's) builds a urllib request from every response to
     hand its jar, `Set-Cookie` or not: 5 % of an OpenAI call's CPU in a fan-out. Without the
