@@ -99,6 +99,31 @@ def test_a_tail_that_is_no_secret_is_delivered_whole_at_the_streams_end() -> Non
     assert _streamed(memory, "reasoning") == ["thinking"]
 
 
+
+
+def test_a_pieces_step_and_tool_names_are_redacted_held_or_not() -> None:
+    """A for-each item's label holds its key and a tool's name comes from the model: a
+    piece reaches observers with both redacted, whether it goes out at once, is held and
+    released by the step's next event, or is released by the run's end; a piece without a
+    secret anywhere goes out as the bus stamped it."""
+    bus, memory = _bus()
+    label, tool = f"fan[{SECRET}]", f"call_{SECRET}"
+    bus.emit(_delta('{"a": 1}', "tool_call", tool, step=label))
+    bus.emit(_delta("and tok-", step=label))  # the tail could begin the secret: held
+    bus.emit(StepFinished(step=label, step_type="agent", iteration=1, elapsed=1.0))
+    bus.emit(_delta("thinking tok-", "reasoning", step="plain"))  # held until the run ends
+    bus.emit(RunFinished(status="success", elapsed=1.0, iterations=1, exit_code=0))
+    bus.emit(_delta("clean words.", step="plain"))
+    deltas = [e for e in memory.events if isinstance(e, ModelDelta)]
+    assert [(d.step, d.tool, d.text) for d in deltas] == [
+        ("fan[<secret:MY_TOKEN>]", "call_<secret:MY_TOKEN>", '{"a": 1}'),
+        ("fan[<secret:MY_TOKEN>]", None, "and "),
+        ("fan[<secret:MY_TOKEN>]", None, "tok-"),  # released by the step's end
+        ("plain", None, "thinking "),
+        ("plain", None, "tok-"),  # released by the run's end
+        ("plain", None, "clean words."),
+    ]
+    assert not any(SECRET in json.dumps(d.model_dump(mode="json")) for d in deltas)
 # ----------------------------------------------------------------------------- a real run
 
 FLOW = """

@@ -110,9 +110,10 @@ class EventBus:
             if live:
                 stamped = stamped_copy(event, {**stamp, "seq": self.seq})
                 if isinstance(stamped, ModelDelta) and self.redactor:
-                    # a secret split across two pieces is held back whole (redact_stream.py)
+                    # a secret split across two pieces is held back whole, and what comes
+                    # out is redacted (redact_stream.py)
                     for piece in self.streams.piece(stamped, self.redactor):
-                        self._observe(self._redacted(piece))
+                        self._observe(piece)
                     return stamped
                 self._observe(self._redacted(stamped) if self.redactor else stamped)
                 return stamped

@@ -3,7 +3,8 @@ piece, the longest tail that could be the beginning of a secret in any form the 
 Redactor knows, and lets it go once the next piece shows what it was, or when the stream ends.
 
 A stream is one step iteration's run of `model_delta` pieces of one kind (and one tool). Each
-piece is joined to what its stream held, redacted whole, and delivered without its held tail;
+piece is joined to what its stream held, redacted whole, and delivered without its held tail
+(its step and tool names redacted too: what comes out is ready for any observer);
 so a secret split across two pieces (or across many) reaches an observer (the `-v` terminal,
 `--log-file`, live rows, traces) as `<secret:NAME>`, never in halves. The bus asks `release`
 before any other event of the step (its `model_exchange` follows the last piece) and at the
@@ -43,7 +44,8 @@ class StreamRedactor:
         one is of another kind or tool, then this piece's text, redacted, less its held tail
         (nothing when all of it is held)."""
         out: list[ModelDelta] = []
-        key = (delta.run_id, delta.step, delta.iteration)
+        key = (delta.run_id, delta.step, delta.iteration)  # as the step's other events say
+        delta = _named(delta, redactor)
         held = self._held.pop(key, None)
         text = delta.text
         if held is not None:
@@ -55,7 +57,9 @@ class StreamRedactor:
         cut = self._tail_start(clean, redactor)
         if cut < len(clean):
             self._held[key] = _Held(delta, clean[cut:])
-        if cut > 0:
+        if cut == len(clean) and clean is delta.text:
+            out.append(delta)  # nothing held before it, nothing to hold or redact in it
+        elif cut > 0:
             out.append(_with(delta, clean[:cut]))
         return out
 
@@ -87,3 +91,14 @@ class StreamRedactor:
 
 def _with(piece: ModelDelta, text: str) -> ModelDelta:
     return stamped(piece, {"text": text})  # model_copy's result, made as the bus makes its own
+
+
+def _named(delta: ModelDelta, redactor: Redactor) -> ModelDelta:
+    """The delta with its step and tool names redacted (a for-each item's label holds its
+    key, a tool's name comes from the model): with its text, the only fields of a piece a
+    secret can reach (events/redact.py _fixed_fields)."""
+    step = redactor.text(delta.step)
+    tool = redactor.text(delta.tool) if delta.tool is not None else None
+    if step is delta.step and tool is delta.tool:
+        return delta
+    return stamped(delta, {"step": step, "tool": tool})
