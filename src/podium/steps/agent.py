@@ -104,17 +104,17 @@ def _provider(run: RunServices, name: str) -> Provider:
 
 def _toolbox(call: StepCall, step: AgentStep, working_dir: str | None) -> Toolbox | None:
     """The tools the model is offered (tools/select.py), or None for none."""
-    from podium.events.redact import secret_names
-    from podium.tools.base import ToolError
-    from podium.tools.mcp import McpHub
-    from podium.tools.select import build_toolbox
-
     run = call.run
     runtime = run.workflow.workflow.runtime
     servers = runtime.mcp_servers
     names = step.wanted_tools(run.workflow.tools)
     if names == [] or (names is None and not servers):
         return None  # no tool (build_toolbox's answer), without its set-up per execution
+    from podium.events.redact import secret_names
+    from podium.tools.base import ToolError
+    from podium.tools.mcp import McpHub
+    from podium.tools.select import build_toolbox
+
     try:
         return build_toolbox(names, working_dir or os.getcwd(), servers,
                              lambda: run.providers.shared(f"mcp:{run.path}",
