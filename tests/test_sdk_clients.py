@@ -1,9 +1,12 @@
 """What podium changes in the SDKs' own clients (decision 0043), through the real SDKs against
 the local wire servers: the URL merged once per path still follows a base URL changed through
-the SDK's setter. (The OpenAI client's cookie jar: tests/test_providers_openai.py.)"""
+the SDK's setter, and the streamed POST whose options model is made once sends each call's own
+body with the SDK's headers, sync and async. (The OpenAI client's cookie jar:
+tests/test_providers_openai.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -11,6 +14,7 @@ import pytest
 
 from fakes import anthropic_server, openai_server
 from helpers_providers import Servers, fake_servers
+from podium import aio
 from podium.providers.base import AgentRequest
 from podium.providers.settings import ProviderSettings
 
@@ -67,3 +71,58 @@ def test_a_client_whose_base_url_changes_sends_to_the_new_one(
         sdk.provider.close()
     finally:
         other.stop()
+
+
+@pytest.mark.parametrize("make", [_openai, _claude], ids=["openai", "claude"])
+def test_each_streamed_call_sends_its_own_body_with_the_sdks_headers(
+        servers: Servers, make: Callable[[Servers], Sdk]) -> None:
+    """providers/loop.py StreamedPost: the options model the SDK's `post` would build on
+    every call is built once and copied; calls on the sync client and calls awaited at once
+    on the async client each reach the server with their own prompt, and the model they
+    were copied from is left as it was made."""
+    from podium.providers.anthropic_messages import _MESSAGES
+    from podium.providers.openai_chat import _CHAT
+
+    sdk = make(servers)
+    post = _CHAT if sdk.name == "openai" else _MESSAGES
+    said = [f"answer {i}" for i in range(5)]
+    sdk.server.script(*(sdk.answer(s) for s in said))
+
+    def request(i: int) -> AgentRequest:
+        return AgentRequest("r", f"a{i}", 1, sdk.name, "m", f"prompt {i}")
+
+    got = [sdk.provider.open_session(request(i)).send(f"prompt {i}").text for i in (0, 1)]
+
+    async def members() -> list[str]:
+        replies = await asyncio.gather(*(sdk.provider.open_session(request(i)).asend(
+            f"prompt {i}") for i in (2, 3, 4)))
+        return [r.text for r in replies]
+
+    got += asyncio.run_coroutine_threadsafe(members(), aio.loop()).result(30)
+    assert sorted(got) == said
+    calls = sdk.server.requests
+    assert [r.path for r in calls] == [sdk.path] * 5
+    prompts = sorted(_text(r.body["messages"][-1]["content"]) for r in calls)
+    assert prompts == [f"prompt {i}" for i in range(5)]
+    for r in calls:
+        assert r.body["stream"] is True
+        assert r.headers.get("x-stainless-raw-response") == "stream"
+        if sdk.name == "openai":
+            assert r.headers.get("authorization") == "Bearer sk-test"
+            assert r.body["stream_options"] == {"include_usage": True}
+        else:
+            # the key, in the header this SDK's version sends it in
+            assert "sk-ant-test" in (r.headers.get("x-api-key") or "") + \
+                (r.headers.get("authorization") or "")
+            assert r.headers.get("x-stainless-helper-method") == "stream"
+    assert {k: v for k, v in post._made.items() if v is not None}, "no options model made"
+    for made in post._made.values():
+        assert made is None or (made.json_data is None and made.url == post.path)
+    sdk.provider.close()
+
+
+def _text(content: Any) -> str:
+    """A message's content as text: a string (Chat Completions) or text blocks (Messages)."""
+    if isinstance(content, str):
+        return content
+    return "".join(block["text"] for block in content if block.get("type") == "text")

@@ -34,6 +34,7 @@ from podium.providers.catalog import (
 from podium.providers.loop import (
     DeltaStream,
     LoopSession,
+    StreamedPost,
     ToolCall,
     Turn,
     raw_http,
@@ -54,8 +55,9 @@ FINAL_TOOL = "final_answer"
 DEFAULT_MAX_TOKENS = 8192
 _OLD_SMALL = ("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")
 # the headers `client.messages.stream` adds, and the one that keeps the body unread
-_STREAM_HEADERS = {"x-stainless-helper-method": "stream",
-                   "x-stainless-stream-helper": "messages", RAW_RESPONSE_HEADER: "stream"}
+_MESSAGES = StreamedPost("/v1/messages", {"headers": {
+    "x-stainless-helper-method": "stream", "x-stainless-stream-helper": "messages",
+    RAW_RESPONSE_HEADER: "stream"}})
 
 
 def _error(exc: Exception) -> ProviderError:
@@ -362,14 +364,12 @@ class ClaudeProvider:
         body = {k: v for k, v in params.items() if k != "extra_body"}
         body.update(messages=messages, stream=True)
         body.update(params.get("extra_body") or {})
-        options: Any = {"headers": _STREAM_HEADERS, "timeout": timeout}
         if aio:
-            got = await self.async_client().post("/v1/messages", cast_to=httpx2.Response,
-                                                 body=body, options=options, stream=True)
+            got = await _MESSAGES.send(self.async_client(), body, timeout, httpx2.Response)
             raw: httpx2.Response = raw_http(got)
             return raw
-        return self.client.post("/v1/messages", cast_to=httpx2.Response, body=body,
-                                options=options, stream=True)
+        sent: httpx2.Response = _MESSAGES.send(self.client, body, timeout, httpx2.Response)
+        return sent
 
     def open_session(self, request: AgentRequest) -> ClaudeSession:
         return ClaudeSession(self, request)

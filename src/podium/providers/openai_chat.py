@@ -26,6 +26,7 @@ from podium.providers.catalog import Capabilities, openai_rejects_effort
 from podium.providers.loop import (
     DeltaStream,
     LoopSession,
+    StreamedPost,
     ToolCall,
     Turn,
     raw_http,
@@ -263,7 +264,8 @@ class _Assembled:
 # and schema node through the SDK's TypedDict annotations, about a third of the SDK's CPU per
 # call (docs/performance.md, agent fan-out). The client's own post() does the rest as create
 # does: base URL (Azure's deployment path), auth, headers, timeout, error mapping.
-_STREAM_OPTIONS = {"headers": {RAW_RESPONSE_HEADER: "stream"}, "security": {"bearer_auth": True}}
+_CHAT = StreamedPost("/chat/completions", {"headers": {RAW_RESPONSE_HEADER: "stream"},
+                                           "security": {"bearer_auth": True}})
 
 
 class OpenAIProvider:
@@ -297,14 +299,10 @@ class OpenAIProvider:
         library's response (httpx for openai 2, not the httpx2 podium imports: a broken
         stream raises that library's errors, loop.stream_errors)."""
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        options: Any = {**_STREAM_OPTIONS, "timeout": timeout}
         if aio:
-            got = await self.async_client().post(
-                "/chat/completions", cast_to=httpx2.Response, body=body, options=options,
-                stream=True)
+            got = await _CHAT.send(self.async_client(), body, timeout, httpx2.Response)
             return raw_http(got)
-        return self.client.post("/chat/completions", cast_to=httpx2.Response, body=body,
-                                options=options, stream=True)
+        return _CHAT.send(self.client, body, timeout, httpx2.Response)
 
     def open_session(self, request: AgentRequest) -> OpenAISession:
         return OpenAISession(self, request)
