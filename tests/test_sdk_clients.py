@@ -1,12 +1,14 @@
 """What podium changes in the SDKs' own clients (decision 0043), through the real SDKs against
 the local wire servers: the URL merged once per path still follows a base URL changed through
 the SDK's setter, and the streamed POST whose options model is made once sends each call's own
-body with the SDK's headers, sync and async. (The OpenAI client's cookie jar:
+body with the SDK's headers, sync and async, and a call's response is freed as soon as it
+is read, with no cycle left for the garbage collector. (The OpenAI client's cookie jar:
 tests/test_providers_openai.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -118,6 +120,40 @@ def test_each_streamed_call_sends_its_own_body_with_the_sdks_headers(
     assert {k: v for k, v in post._made.items() if v is not None}, "no options model made"
     for made in post._made.values():
         assert made is None or (made.json_data is None and made.url == post.path)
+    sdk.provider.close()
+
+
+@pytest.mark.parametrize("make", [_openai, _claude], ids=["openai", "claude"])
+def test_a_calls_response_is_freed_when_read_without_the_collector(
+        servers: Servers, make: Callable[[Servers], Sdk]) -> None:
+    """providers/loop.py close_streamed: httpx 0.28's response and its bound stream refer
+    to each other; untied once closed, the response (its request, headers and the
+    transport's response under it) goes with its last reference, sync and async."""
+    sdk = make(servers)
+    sdk.server.script(*(sdk.answer(f"answer {i}") for i in range(4)))
+    request = AgentRequest("r", "a", 1, sdk.name, "m", "hi")
+
+    def responses() -> int:
+        return sum(1 for o in gc.get_objects() if type(o).__name__ == "Response"
+                   and type(o).__module__.partition(".")[0] in ("httpx", "httpx2"))
+
+    async def member() -> str:
+        return (await sdk.provider.open_session(request).asend("hi")).text
+
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        before = responses()
+        got = [sdk.provider.open_session(request).send("hi").text for _ in range(2)]
+        got += [asyncio.run_coroutine_threadsafe(member(), aio.loop()).result(30)
+                for _ in range(2)]
+        left = responses() - before
+    finally:
+        if was:
+            gc.enable()
+    assert got == [f"answer {i}" for i in range(4)]
+    assert left == 0, f"{left} responses wait for the garbage collector"
     sdk.provider.close()
 
 

@@ -37,6 +37,7 @@ from podium.providers.loop import (
     StreamedPost,
     ToolCall,
     Turn,
+    close_streamed,
     raw_http,
     remember_urls,
     sdk_error,
@@ -279,10 +280,7 @@ class ClaudeSession(LoopSession):
                 if (found := reader.end()) is not None:
                     self._event(got, found, response, tools, deltas)
             finally:
-                if aio:
-                    await response.aclose()
-                else:
-                    response.close()
+                await close_streamed(response, aio=aio)
         except anthropic.AnthropicError as exc:
             raise _error(exc) from None
         except stream_errors() as exc:

@@ -218,6 +218,27 @@ class StreamedPost:
         return made
 
 
+async def close_streamed(response: Any, *, aio: bool) -> None:
+    """Close a streamed httpx response, then untie it from its body stream. httpx 0.28's
+    (the OpenAI SDK's) bound stream holds its response, which holds the stream: a cycle
+    that only the garbage collector frees, with the request, the headers and the
+    transport's response under it, about fifty objects a call. In a fan-out they filled the
+    collector's young generation every 150 members, and its passes over them took 5 % of an
+    OpenAI run. Once closed, the stream has used its response (the elapsed time is set),
+    so reference counting frees all of it when the caller lets go. httpx2 (the Anthropic
+    SDK's) keeps no such link."""
+    try:
+        if aio:
+            await response.aclose()
+        else:
+            response.close()
+    finally:
+        http = raw_http(response)  # under the SDK's wrapper, when it gave one
+        stream: Any = getattr(http, "stream", None)
+        if getattr(http, "is_closed", False) and getattr(stream, "_response", None) is http:
+            stream._response = None
+
+
 def raw_http(response: Any) -> Any:
     """The httpx response under an async SDK client's streamed `post` (an AsyncAPIResponse
     wraps it: its reads are coroutines with other names), to read with aiter_bytes, aread

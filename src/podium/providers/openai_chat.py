@@ -29,6 +29,7 @@ from podium.providers.loop import (
     StreamedPost,
     ToolCall,
     Turn,
+    close_streamed,
     raw_http,
     remember_urls,
     sdk_error,
@@ -151,10 +152,7 @@ class OpenAISession(LoopSession):
                     body = await response.aread() if aio else response.read()
                     got.whole(data_json(body.decode("utf-8", "replace"), label), deltas)
             finally:
-                if aio:
-                    await response.aclose()
-                else:
-                    response.close()
+                await close_streamed(response, aio=aio)
         except openai.OpenAIError as exc:
             raise _error(exc, self.provider.name) from None
         except stream_errors() as exc:
