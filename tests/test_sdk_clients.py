@@ -93,7 +93,18 @@ def test_each_streamed_call_sends_its_own_body_with_the_sdks_headers(
     def request(i: int) -> AgentRequest:
         return AgentRequest("r", f"a{i}", 1, sdk.name, "m", f"prompt {i}")
 
+    keys: list[str | None] = []
+    request_of = sdk.provider.client.request
+
+    def spied(cast_to: Any, options: Any, **kw: Any) -> Any:
+        keys.append(options.idempotency_key)  # what the SDK would otherwise make a uuid4 for
+        return request_of(cast_to, options, **kw)
+
+    sdk.provider.client.request = spied
     got = [sdk.provider.open_session(request(i)).send(f"prompt {i}").text for i in (0, 1)]
+    assert len(keys) == 2
+    assert None not in keys
+    assert keys[0] != keys[1]
 
     async def members() -> list[str]:
         replies = await asyncio.gather(*(sdk.provider.open_session(request(i)).asend(

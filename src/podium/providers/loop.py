@@ -10,6 +10,7 @@ conversation unchanged when `send` fails.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -186,13 +187,18 @@ class StreamedPost:
     24 µs, 2 % of a fanned-out member's CPU) and hands it to the client's `request`; a copy
     of the one made here, with the call's body and timeout, costs about 2 µs. The SDK copies
     the options it is given before it changes any (retries start again from them), so one
-    model serves every call. A client whose package has no such class, or one without
-    `request`, gets `post` as before (decision 0043)."""
+    model serves every call. Each copy carries an idempotency key of its own, as `request`
+    would give it (a uuid4 there, a counter under one process-wide uuid4 here: neither SDK
+    sends the key today, and one that did would still see a key per call, kept across its
+    retries). A client whose package has no such class, or one without `request`, gets
+    `post` as before (decision 0043)."""
 
     def __init__(self, path: str, options: dict[str, Any]) -> None:
         self.path = path
         self.options = options  # the request options but the timeout (the SDK's RequestOptions)
         self._made: dict[str, Any] = {}  # the client's package -> its options model, or None
+        self._keys = itertools.count(1)
+        self._key_prefix = ""  # made with the first options model
 
     def send(self, client: Any, body: dict[str, Any], timeout: float, cast_to: Any) -> Any:
         """What the client's `post(path, cast_to=..., body=body, options=..., stream=True)`
@@ -201,9 +207,9 @@ class StreamedPost:
         if made is None:
             return client.post(self.path, cast_to=cast_to, body=body,
                                options={**self.options, "timeout": timeout}, stream=True)
-        return client.request(cast_to, made.model_copy(update={"json_data": body,
-                                                                "timeout": timeout}),
-                              stream=True)
+        key = f"{self._key_prefix}{next(self._keys)}"
+        return client.request(cast_to, made.model_copy(update={
+            "json_data": body, "timeout": timeout, "idempotency_key": key}), stream=True)
 
     def _model(self, client: Any) -> Any:
         package = type(client).__module__.partition(".")[0]
@@ -213,7 +219,10 @@ class StreamedPost:
         models = sys.modules.get(f"{package}._models")  # loaded with the SDK's client
         kind = getattr(models, "FinalRequestOptions", None)
         if kind is not None and callable(getattr(client, "request", None)):
+            import uuid  # loaded with the SDK, which makes its keys with it
+
             made = kind.construct(method="post", url=self.path, json_data=None, **self.options)
+            self._key_prefix = self._key_prefix or f"podium-{uuid.uuid4().hex}-"
         self._made[package] = made
         return made
 
