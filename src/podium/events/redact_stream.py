@@ -34,6 +34,7 @@ class StreamRedactor:
         self._held: dict[StreamKey, _Held] = {}
         self._forms: tuple[str, ...] = ()
         self._starts: frozenset[str] = frozenset()  # every proper prefix of every form
+        self._firsts: frozenset[str] = frozenset()  # their first characters
         self._longest = 0
 
     def __bool__(self) -> bool:
@@ -75,8 +76,9 @@ class StreamRedactor:
         self._learn(redactor)
         if not self._longest:
             return len(text)
+        firsts = self._firsts
         for start in range(max(0, len(text) - self._longest + 1), len(text)):
-            if text[start:] in self._starts:
+            if text[start] in firsts and text[start:] in self._starts:
                 return start
         return len(text)
 
@@ -86,6 +88,7 @@ class StreamRedactor:
             return
         self._forms = forms
         self._starts = frozenset(f[:n] for f in forms for n in range(1, len(f)))
+        self._firsts = frozenset(f[0] for f in forms if len(f) > 1)  # where a tail can begin
         self._longest = max((len(f) for f in forms), default=0)
 
 

@@ -20,6 +20,7 @@ QUOTED = 80  # characters of a bad event quoted in its error
 # which httpx's iter_lines uses: it also splits at U+2028, U+2029 and U+0085, which JSON may
 # carry unescaped inside a `data:` line (servers that write UTF-8 as it is do: vLLM, Node).
 _EOL = re.compile(r"\r\n|\r|\n")
+_UTF8 = codecs.getincrementaldecoder("utf-8")  # looked up once, not per response
 
 
 class LineReader:
@@ -28,7 +29,7 @@ class LineReader:
     arrive over several chunks (kept as pieces, joined once), and a CRLF split between two."""
 
     def __init__(self) -> None:
-        self.decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        self.decode = _UTF8("replace").decode
         self.pieces: list[str] = []  # the line being read
         self.after_cr = False  # the last chunk ended a line with CR: an LF next is its pair
 
