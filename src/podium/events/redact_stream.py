@@ -58,7 +58,7 @@ class StreamRedactor:
         cut = self._tail_start(clean, redactor)
         if cut < len(clean):
             self._held[key] = _Held(delta, clean[cut:])
-        if cut == len(clean) and clean is delta.text:
+        if cut and cut == len(clean) and clean is delta.text:
             out.append(delta)  # nothing held before it, nothing to hold or redact in it
         elif cut > 0:
             out.append(_with(delta, clean[:cut]))
