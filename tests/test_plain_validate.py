@@ -145,3 +145,37 @@ def test_a_reader_that_goes_away_ends_quietly(tmp_path: Path) -> None:
         timeout=60, check=False)
     assert "Traceback" not in shell.stderr
     assert shell.stdout.strip() in ("0", "1")  # 0 when the pipe took it all before closing
+
+
+def test_a_validate_that_ends_without_finalization_loses_no_output(tmp_path: Path) -> None:
+    """cli/guard.py end_without_finalization: the plain `validate` ends with os._exit after
+    its exit handlers and a flush. Output far past a pipe's and stdio's buffers (a warning
+    per agent of 400) arrives whole, to a file and through a pipe, summary last, with the
+    exit code of the check: 0 for warnings, 2 (INVALID) for an error, in the same run."""
+    agents = "\n".join(f"  - {{name: a{i}, prompt: hi, routes: [{{to: "
+                       f"{f'a{i + 1}' if i < 399 else '$end'}}}]}}" for i in range(400))
+    many = write(tmp_path, f"""
+workflow: {{name: many, entry_point: a0, runtime: {{provider: copilot}}}}
+agents:
+{agents}
+""", "many.yaml")
+    broken = write(tmp_path, "workflow: {name: b, entry_point: nowhere}\nagents: []\n",
+                   "broken.yaml")
+    code, out, err = _run(podium_argv("validate", str(many)), tmp_path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert sum("warning:" in line for line in lines) >= 400
+    assert lines[-1] == "many.yaml: valid: 400 warnings"  # shown relative to the cwd
+    assert len(out) > 100_000
+    typed = _run([sys.executable, "-c", TYPER, "validate", str(many)], tmp_path)
+    assert (code, out) == typed[:2]  # as the typer command, which ends as Python does
+    into = tmp_path / "out.txt"
+    shell = subprocess.run(
+        ["bash", "-c", " ".join(f"'{a}'" for a in podium_argv("validate", str(many),
+                                                            str(broken)))
+         + f" > '{into}'; echo $?"],
+        cwd=tmp_path, env=cli_env(tmp_path / "home"), capture_output=True, text=True,
+        timeout=60, check=False)
+    assert shell.stdout.strip() == "2"
+    assert into.read_text() == _run([sys.executable, "-c", TYPER, "validate", str(many),
+                                     str(broken)], tmp_path)[1]

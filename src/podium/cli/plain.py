@@ -66,12 +66,16 @@ def run(plain: PlainValidate) -> int:
     """What the typer command `validate` does with the same arguments, ending as click ends
     a command: Ctrl+C exit 130, a reader that went away (`| head`) exit 1, quietly."""
     from podium.cli.entry import ready
+    from podium.cli.guard import end_without_finalization
     from podium.cli.validate_cmd import run_validate
 
     ready(checks_once=True)
+    end_without_finalization()  # no thread, no file but stdout and stderr
     try:
-        return run_validate([Path(f) for f in plain.files], plain.output_format,
+        code = run_validate([Path(f) for f in plain.files], plain.output_format,
                             plain.strict, plain.budget)
+        sys.stdout.flush()  # a reader that went away shows here, not at the exit
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

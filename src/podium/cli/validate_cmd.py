@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium import exitcodes
+from podium import collector, exitcodes
 from podium.check.validate import validate_file
 from podium.language.diagnostics import Diagnostic
 from podium.language.load import LoadResult
@@ -42,6 +42,7 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
             continue
         try:
             result = validate_file(path)
+            collector.keep_until_exit(result)
         except FileUnreadable as exc:
             code = exitcodes.FILE_ERROR
             reports.append({"file": str(path), "valid": False, "readable": False,
