@@ -207,35 +207,3 @@ def test_checking_the_examples_leaves_no_garbage_cycle() -> None:
         gc.set_debug(saved)
         gc.garbage.clear()
 
-
-KEEP_LAST = """
-import json, weakref
-from podium import collector
-class Result:  # what a check leaves: a large object graph, here one object
-    pass
-first, second = Result(), Result()
-gone = weakref.ref(first)
-collector.keep_until_exit(first)  # not a one-check process: nothing kept
-kept_outside = len(collector._kept)
-collector.one_check_per_process()
-collector.keep_until_exit(first)
-collector.keep_until_exit(second)
-del first
-print(json.dumps({"outside": kept_outside, "kept": len(collector._kept),
-                  "second": collector._kept[0] is second, "first_freed": gone() is None}))
-"""
-
-
-def test_a_one_check_process_keeps_only_its_last_checks_result() -> None:
-    """collector.keep_until_exit (decision 0044): the plain `validate` ends without
-    finalization and keeps its last file's result to spare freeing it; an earlier file's
-    is freed as the next is kept (a folder of large files holds one at a time), and a
-    process that is not a one-check process keeps nothing."""
-    import json
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", KEEP_LAST], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=60, check=True)
-    assert json.loads(proc.stdout) == {"outside": 0, "kept": 1, "second": True,
-                                       "first_freed": True}

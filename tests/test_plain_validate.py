@@ -179,3 +179,34 @@ agents:
     assert shell.stdout.strip() == "2"
     assert into.read_text() == _run([sys.executable, "-c", TYPER, "validate", str(many),
                                      str(broken)], tmp_path)[1]
+
+
+KEEP_LAST = """
+import json, weakref
+from podium.cli import guard
+class Result:  # what a check leaves: a large object graph, here one object
+    pass
+first, second = Result(), Result()
+gone = weakref.ref(first)
+guard.keep_until_exit(first)  # a process that ends as Python does: nothing kept
+kept_outside = len(guard._kept)
+guard.end_without_finalization()
+guard.keep_until_exit(first)
+guard.keep_until_exit(second)
+del first
+print(json.dumps({"outside": kept_outside, "kept": len(guard._kept),
+                  "second": guard._kept[0] is second, "first_freed": gone() is None}))
+"""
+
+
+def test_a_process_that_skips_finalization_keeps_only_its_last_checks_result() -> None:
+    """cli/guard.py keep_until_exit (decision 0044): the plain `validate` ends without
+    finalization and keeps its last file's result to spare freeing it; an earlier file's
+    is freed as the next is kept (a folder of large files holds one at a time), and a
+    process that ends as Python does keeps nothing."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", KEEP_LAST], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60, check=True)
+    assert json.loads(proc.stdout) == {"outside": 0, "kept": 1, "second": True,
+                                       "first_freed": True}

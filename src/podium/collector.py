@@ -23,7 +23,6 @@ RUN_YOUNG_THRESHOLD = 10_000
 _lock = threading.Lock()
 _paused = [0, False]  # checks in progress, whether the collector was on before the first
 _freeze_checked = [False]  # freeze what a check leaves alive (one_check_per_process)
-_kept: list[object] = []  # what a one-check process's last check made (keep_until_exit)
 _runs = [0]  # runs in progress
 _before: list[tuple[int, ...]] = []  # the thresholds before the first run, while runs run
 
@@ -59,19 +58,6 @@ def one_check_per_process() -> None:
     frees them. Not for a process that checks while other threads work (the console, a
     worker): a freeze takes every object of the process out of the collector's reach."""
     _freeze_checked[0] = True
-
-
-def keep_until_exit(made: object) -> None:
-    """In a one-check process (one_check_per_process) that ends without the interpreter's
-    finalization (cli/guard.py `end_without_finalization`), keep what its last check made
-    alive until the process ends: freeing a large file's models, document and source map
-    one object at a time costs more than the check's output (6 ms of `validate` of 800
-    steps), and the process is about to give all of it back at once. Only the last: the
-    check before it is freed as the next one is kept, so a folder of large files holds one
-    file's result at a time (an 800-step file's is about 10 MB), as it did before.
-    Anywhere else: nothing."""
-    if _freeze_checked[0]:
-        _kept[:] = [made]
 
 
 @contextmanager

@@ -38,6 +38,7 @@ def guarded(command: Callable[[], object]) -> None:
 
 
 _unfinalized = [False]  # end_without_finalization was asked
+_kept: list[object] = []  # keep_until_exit's one object
 
 
 def end_without_finalization() -> None:
@@ -45,8 +46,19 @@ def end_without_finalization() -> None:
     `podium validate`): end its process as one that talked to Temporal ends (`leave`),
     without the interpreter's finalization, which frees every module and object one by one
     before the process gives its memory back whole (2-4 ms; with what a large file's check
-    left, collector.keep_until_exit, 7 ms)."""
+    left, keep_until_exit, 7 ms)."""
     _unfinalized[0] = True
+
+
+def keep_until_exit(made: object) -> None:
+    """In a process that ends without finalization (end_without_finalization), keep `made`
+    (the last file's check: its models, document and source map) alive until the process
+    ends, rather than freeing it object by object (6 ms for 800 steps) just before the
+    process gives all of it back at once. Only the last: the one before is freed as this
+    one is kept, so a folder of large files holds one file's result at a time (an 800-step
+    file's is about 10 MB), as it did before. In any other process: nothing."""
+    if _unfinalized[0]:
+        _kept[:] = [made]
 
 
 def leave(code: object) -> None:

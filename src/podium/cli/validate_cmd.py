@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium import collector, exitcodes
+from podium import exitcodes
 from podium.check.validate import validate_file
+from podium.cli.guard import keep_until_exit
 from podium.language.diagnostics import Diagnostic
 from podium.language.load import LoadResult
 from podium.language.source import FileUnreadable
@@ -42,7 +43,7 @@ def run_validate(files: list[Path], output_format: str, strict: bool, budget: bo
             continue
         try:
             result = validate_file(path)
-            collector.keep_until_exit(result)
+            keep_until_exit(result)
         except FileUnreadable as exc:
             code = exitcodes.FILE_ERROR
             reports.append({"file": str(path), "valid": False, "readable": False,
