@@ -244,3 +244,56 @@ def test_another_threads_dataclass_is_made_the_standard_way() -> None:
     assert mine == "self.__dict__['x']=x"
     assert seen == [records._EXPECTED]
     assert dataclasses._field_assign is records._STANDARD_ASSIGN  # type: ignore[attr-defined]
+
+
+def test_a_frozen_records_refusals_are_shared_and_refuse_as_dataclass_does() -> None:
+    """A frozen record's __setattr__/__delattr__ are closures, not compiled text, and refuse
+    what dataclass's refuse: a field, or anything on the class itself; a plain subclass may
+    still set and delete an attribute that is not a field."""
+    from podium import records
+
+    std, rec = both({"b": "x"}, {"a": int, "b": str}, frozen=True)
+    if records._FAST_REFUSALS:
+        assert rec.__setattr__.__code__.co_filename == records.__file__
+        assert rec.__setattr__.__qualname__ == "Shape.__setattr__"
+    assert std.__setattr__.__code__.co_filename != records.__file__  # dataclass unchanged
+    for cls in (std, rec):
+        value = cls(1)
+        for change in (lambda v: setattr(v, "a", 2), lambda v: setattr(v, "other", 2),
+                       lambda v: delattr(v, "b")):
+            with pytest.raises(FrozenInstanceError) as caught:
+                change(value)
+            assert str(caught.value).startswith(("cannot assign to field", "cannot delete field"))
+        sub = type("Sub", (cls,), {})(1)
+        sub.other = 3
+        assert sub.other == 3
+        del sub.other
+        with pytest.raises(FrozenInstanceError, match="cannot assign to field 'a'"):
+            sub.a = 2
+        with pytest.raises(FrozenInstanceError, match="cannot delete field 'b'"):
+            del sub.b
+    assert dataclasses._frozen_get_del_attr is records._STANDARD_REFUSALS  # type: ignore[attr-defined]
+
+
+def test_another_threads_frozen_dataclass_keeps_its_compiled_refusals() -> None:
+    """While a record is made, a frozen dataclass another thread makes gets the standard
+    compiled __setattr__/__delattr__."""
+    import threading
+
+    from podium import records
+
+    if not records._FAST_REFUSALS:
+        pytest.skip("this Python's dataclasses writes __setattr__ another way")
+    made: list[type] = []
+
+    def other() -> None:
+        made.append(dataclasses.dataclass(frozen=True)(type("Other", (), {
+            "__annotations__": {"a": int}, "__module__": __name__})))
+
+    with records._FrozenInitIntoDict(False, shared_refusals=True):
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert made[0].__setattr__.__code__.co_filename != records.__file__
+    with pytest.raises(FrozenInstanceError):
+        made[0](1).a = 2

@@ -7,12 +7,13 @@ about 75 of them before it does anything (docs/decisions/0037-records.md).
 
 `record` takes the same arguments and returns the same dataclass: `fields()`, `replace()`,
 `asdict()`, pattern matching, pickling and mypy (through `dataclass_transform`) see no
-difference. Only `__init__` (and a frozen class's `__setattr__`/`__delattr__`) is still
-compiled; `__eq__`, `__hash__` and `__repr__` are shared functions that read the fields
-through an `operator.attrgetter` made once per class, and behave as the generated ones do:
-the same fields compared, hashed and shown, `NotImplemented` for another class, a recursive
-repr shown as `...`, a method the class writes itself kept, and a class with `__eq__` but no
-frozen `__hash__` unhashable. `order=True` (whose four comparisons are not worth sharing for
+difference. Only `__init__` is still compiled; `__eq__`, `__hash__` and `__repr__` are
+shared functions that read the fields through an `operator.attrgetter` made once per class,
+and a frozen class's `__setattr__`/`__delattr__` are closures over its field names. They
+behave as the generated ones do: the same fields compared, hashed and shown, `NotImplemented`
+for another class, a recursive repr shown as `...`, a method the class writes itself kept, a
+class with `__eq__` but no frozen `__hash__` unhashable, and a field of a frozen class
+neither set nor deleted. `order=True` (whose four comparisons are not worth sharing for
 the one class that asks) goes to `dataclass` as it is. A frozen record's `__init__` writes
 its fields into the instance's `__dict__` rather than through `object.__setattr__` (below).
 """
@@ -50,7 +51,8 @@ def record(cls: Any = None, /, *, frozen: bool = False, eq: bool = True, repr: b
         # what dataclass decides about __hash__ from the class body, before it is changed
         own = c.__dict__
         explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-        with _FrozenInitIntoDict(frozen and not slots and _plain_fields(c)):
+        with _FrozenInitIntoDict(frozen and not slots and _plain_fields(c),
+                                 shared_refusals=frozen and not slots):
             c = dataclasses.dataclass(c, frozen=frozen, eq=False, repr=False,
                                       kw_only=kw_only, slots=slots)
         _share_methods(c, frozen=frozen, eq=eq, repr=repr, explicit_hash=explicit_hash)
@@ -165,22 +167,70 @@ def _fast_frozen_init() -> bool:
 _FAST_FROZEN_INIT = _fast_frozen_init()
 
 
+# A frozen dataclass's __setattr__ and __delattr__ refuse a change to a field (or any change
+# on the class itself) and pass the rest to the base class: two more compilations per frozen
+# class, from dataclasses._frozen_get_del_attr(cls, fields, globals). While a frozen record is
+# made, that function gives closures doing the same, to the thread making it only, and only
+# on a Python whose function takes those arguments (checked once at import).
+_STANDARD_REFUSALS: Callable[..., tuple[Any, Any]] | None = getattr(
+    dataclasses, "_frozen_get_del_attr", None)
+
+
+def _shared_refusals(cls: Any, fields: list[dataclasses.Field[Any]], globals: Any) -> Any:
+    if _maker[0] != _thread.get_ident():
+        assert _STANDARD_REFUSALS is not None  # installed only where it exists
+        return _STANDARD_REFUSALS(cls, fields, globals)
+    names = tuple(f.name for f in fields)
+    refused = dataclasses.FrozenInstanceError
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise refused(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise refused(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for fn in (__setattr__, __delattr__):
+        fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+    return __setattr__, __delattr__
+
+
+def _fast_refusals() -> bool:
+    code = getattr(_STANDARD_REFUSALS, "__code__", None)
+    return code is not None and code.co_argcount == 3 and \
+        code.co_varnames[:3] == ("cls", "fields", "globals")
+
+
+_FAST_REFUSALS = _fast_refusals()
+
+
 class _FrozenInitIntoDict:
-    """While a frozen record with a __dict__ is made, its __init__ fills the __dict__."""
+    """While a frozen record is made: its __init__ fills the __dict__ (when it has one and
+    `on`), and its __setattr__/__delattr__ are closures (when `shared_refusals`)."""
 
-    __slots__ = ("on",)
+    __slots__ = ("on", "refusals")
 
-    def __init__(self, on: bool) -> None:
+    def __init__(self, on: bool, *, shared_refusals: bool = False) -> None:
         self.on = on and _FAST_FROZEN_INIT
+        self.refusals = shared_refusals and _FAST_REFUSALS
 
     def __enter__(self) -> None:
-        if self.on:
+        if self.on or self.refusals:
             _making.acquire()
             _maker[0] = _thread.get_ident()
+        if self.on:
             dataclasses._field_assign = _dict_assign  # type: ignore[attr-defined]
+        if self.refusals:
+            dataclasses._frozen_get_del_attr = _shared_refusals  # type: ignore[attr-defined]
 
     def __exit__(self, *exc: object) -> None:
+        if self.refusals:
+            dataclasses._frozen_get_del_attr = _STANDARD_REFUSALS  # type: ignore[attr-defined]
         if self.on:
             dataclasses._field_assign = _STANDARD_ASSIGN  # type: ignore[attr-defined]
+        if self.on or self.refusals:
             _maker[0] = None
             _making.release()
