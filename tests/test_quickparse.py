@@ -213,8 +213,8 @@ def test_the_binder_walk_finds_what_find_all_finds() -> None:
     its includes) by walking its statements only; Jinja's find_all walks every node. Both
     find the same statements, in the same order, in every template of the corpus and in each
     kind of binding statement."""
-    from podium.check.partials import _TAGS
-    from podium.check.references import _BINDERS, _bound, statements
+    from podium.check.partials import _loader_tags
+    from podium.check.references import _binders, _bound, statements
 
     walked = 0
     for source in BINDING + _corpus_templates():
@@ -222,7 +222,7 @@ def test_the_binder_walk_finds_what_find_all_finds() -> None:
             tree = ENV.parse(source)
         except Exception:  # a broken template of the corpus: nothing to walk
             continue
-        for kinds in (_BINDERS, _TAGS):
+        for kinds in (_binders(), _loader_tags()):
             found = [id(n) for n in statements(tree.body) if isinstance(n, kinds)]
             assert found == [id(n) for n in tree.find_all(kinds)], repr(source)  # in order
             walked += bool(found)

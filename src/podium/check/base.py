@@ -3,9 +3,8 @@ fields, and how diagnostics are added."""
 
 from __future__ import annotations
 
-from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podium.check.graph import RouteGraph
 from podium.check.references import Ref, UsedName
@@ -26,7 +25,10 @@ from podium.language.model import (
     WorkflowStep,
 )
 from podium.records import record
-from podium.templating import RenderFailure, TemplateEngine
+from podium.templating.text import RenderFailure
+
+if TYPE_CHECKING:
+    from podium.templating import TemplateEngine
 
 WORKFLOW_ATTRS = ("input", "dir", "file", "name", "description")
 CONTEXT_ATTRS = ("iteration", "history")
@@ -61,15 +63,37 @@ class TemplateSite:
     file: str | None = None  # a partial the template includes: its file, as shown
 
 
+class EngineSlot:
+    """The checks' template engine, made when a check first needs Jinja's tree of a template:
+    `validate` of a workflow whose templates all have quickparse.py's shapes reads them from
+    their parts, and never imports Jinja2."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self) -> None:
+        self._engine: TemplateEngine | None = None
+
+    def get(self) -> TemplateEngine:
+        if self._engine is None:
+            from podium.templating import TemplateEngine
+
+            self._engine = TemplateEngine()
+        return self._engine
+
+
 @record
 class CheckerBase:
     """What every group of checks reads: the loaded workflow and its route graph."""
 
     result: LoadResult
-    engine: TemplateEngine = field(default_factory=TemplateEngine)
     visited_files: tuple[Path, ...] = ()
 
+    @property
+    def engine(self) -> TemplateEngine:
+        return self.engine_slot.get()
+
     def __post_init__(self) -> None:
+        self.engine_slot = EngineSlot()
         model = self.result.model
         assert model is not None
         self.wf = model

@@ -8,14 +8,17 @@ import ast
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import nodes
-
 from podium.language.diagnostics import KeyPath, did_you_mean
 from podium.language.model import Route
-from podium.templating import RenderFailure, is_jinja_condition
+from podium.lazymodule import LazyModule
+from podium.templating.text import RenderFailure, is_jinja_condition
 
 if TYPE_CHECKING:
+    from jinja2 import nodes
+
     from podium.check.semantic import Checker
+else:  # walked only for a template that needs Jinja's tree
+    nodes = LazyModule("jinja2.nodes")
 
 Chain = tuple[str, ...]
 

@@ -12,19 +12,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jinja2 import nodes
-
 from podium.check.base import TemplateSite
 from podium.check.references import statements
 from podium.language.source import display_path
-from podium.templating import RenderFailure
-from podium.templating.partials import PartialError, read_partial, resolve_partial
+from podium.lazymodule import LazyModule
+from podium.templating.text import RenderFailure
 
 if TYPE_CHECKING:
+    from jinja2 import nodes
+
     from podium.check.base import CheckerBase
+else:  # a template with no loader tag is never parsed here
+    nodes = LazyModule("jinja2.nodes")
 
 MAX_NESTING = 10
-_TAGS = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
 _LOADERS = ("include", "import", "extends")  # the word each of those tags is written with
 
 
@@ -54,7 +55,7 @@ class Partials:
         # a cycle between them would keep every template tree of a check alive until the
         # cyclic collector walked them
         self.result = checker.result
-        self.engine = checker.engine
+        self.engine_slot = checker.engine_slot  # the engine is made when a tag is parsed
         self.problems: list[tuple[TemplateSite, str]] = []
         self._done: dict[tuple[object, ...], list[TemplateSite]] = {}
         smap = checker.result.smap
@@ -75,12 +76,16 @@ class Partials:
               out: list[TemplateSite], chain: tuple[Path, ...]) -> None:
         if not any(word in source for word in _LOADERS):
             return  # no tag can load a template: not parsed for this (a prompt's `{% if %}`)
+        from podium.templating.partials import PartialError, read_partial, resolve_partial
+
+        engine = self.engine_slot.get()
+        tags = _loader_tags()
         try:
-            tree = self.engine.parse(source)
+            tree = engine.parse(source)
         except RenderFailure:
             return  # reported where the text is checked
         for node in statements(tree.body):  # the tags are statements
-            if not isinstance(node, _TAGS):
+            if not isinstance(node, tags):
                 continue
             for name in _names(node):
                 try:
@@ -98,7 +103,7 @@ class Partials:
                 shown = display_path(path)
                 sub = replace(site, source=text, file=shown, expression=False)
                 try:
-                    self.engine.parse(text)
+                    engine.parse(text)
                 except RenderFailure:
                     out.append(sub)  # its syntax error is reported in its own file
                     continue
@@ -107,9 +112,13 @@ class Partials:
                 self._walk(site, text, str(path), out, (*chain, path))
 
 
-_KINDS: dict[type[nodes.Node], str] = {nodes.Include: "include", nodes.Import: "import",
-                                        nodes.FromImport: "import", nodes.Extends: "extends"}
+def _loader_tags() -> tuple[type[nodes.Node], ...]:
+    return (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+
+
+_KINDS = {"Include": "include", "Import": "import", "FromImport": "import",
+          "Extends": "extends"}  # the word of each loader tag's node class
 
 
 def _tag(node: nodes.Node) -> str:
-    return f"{{% {_KINDS.get(type(node), 'include')} %}}"
+    return f"{{% {_KINDS.get(type(node).__name__, 'include')} %}}"

@@ -10,7 +10,7 @@ from podium.check.references import Ref
 from podium.check.templates import TemplateChecks
 from podium.language.diagnostics import closest
 from podium.language.model import END
-from podium.templating import RenderFailure
+from podium.templating.text import RenderFailure
 
 
 class PathChecks(TemplateChecks):

@@ -19,10 +19,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from jinja2 import nodes
-
 from podium.language.diagnostics import KeyPath, closest, did_you_mean
 from podium.language.model import AgentStep, ProviderConfig
+from podium.lazymodule import LazyModule
 from podium.providers.catalog import (
     NOT_SUPPORTED,
     PROVIDERS,
@@ -36,10 +35,14 @@ from podium.providers.catalog import (
     runtime_tool_owner,
     tool_problem,
 )
-from podium.templating import RenderFailure, is_template
+from podium.templating.text import RenderFailure, is_template
 
 if TYPE_CHECKING:
+    from jinja2 import nodes
+
     from podium.check.semantic import Checker
+else:  # walked only for a template that needs Jinja's tree
+    nodes = LazyModule("jinja2.nodes")
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 CONDUCTOR_ONLY = tuple(NOT_SUPPORTED)

@@ -12,13 +12,18 @@ path checks use that to tell which steps must have run there.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from jinja2 import nodes
-from jinja2.environment import Environment
-
+from podium.lazymodule import LazyModule
 from podium.records import record
-from podium.templating import TOO_DEEP, WALK_FROM, RenderFailure
 from podium.templating.quickparse import EXPR, OPEN, TEXT, scan
+from podium.templating.text import TOO_DEEP, WALK_FROM, RenderFailure
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+    from jinja2.environment import Environment
+else:  # only a template quick_refs cannot read is walked as Jinja's tree
+    nodes = LazyModule("jinja2.nodes")
 
 GUARD_FILTERS = frozenset({"default", "d"})
 JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "namespace",
@@ -302,7 +307,8 @@ def collect_refs(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
         raise RenderFailure("syntax", TOO_DEEP) from None
 
 
-_BINDERS = (nodes.Assign, nodes.AssignBlock, nodes.Import, nodes.FromImport, nodes.Macro)
+def _binders() -> tuple[type[nodes.Node], ...]:
+    return (nodes.Assign, nodes.AssignBlock, nodes.Import, nodes.FromImport, nodes.Macro)
 
 
 def _bound(tree: nodes.Node) -> frozenset[str]:
@@ -313,8 +319,9 @@ def _bound(tree: nodes.Node) -> frozenset[str]:
                                                     for n in tree.body):
         return frozenset()
     names: set[str] = set()
+    binders = _binders()
     for node in statements(tree.body):
-        if not isinstance(node, _BINDERS):
+        if not isinstance(node, binders):
             continue
         if isinstance(node, (nodes.Assign, nodes.AssignBlock)):
             names.update(_target_names(node.target))
@@ -353,7 +360,7 @@ def _collect(tree: nodes.Node) -> tuple[list[Ref], list[UsedName]]:
 _NOTHING: frozenset[str] = frozenset()
 
 
-def quick_refs(env: Environment, source: str) -> tuple[list[Ref], list[UsedName]] | None:
+def quick_refs(env: Environment | None, source: str) -> tuple[list[Ref], list[UsedName]] | None:
     """What `collect_refs(env.parse(source))` finds, for a template of the shapes
     podium.templating.quickparse takes, read from its parts with no tree made or walked (most
     of a large workflow's templates: half of what checking them cost); None for any other

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from podium.language.diagnostics import KeyPath
 from podium.providers.catalog import RUNTIME_CAPABILITIES, canonical, info
 from podium.providers.skills import SkillProblem, plugin_dir, skill_dirs
-from podium.templating import is_template
+from podium.templating.text import is_template
 
 if TYPE_CHECKING:
     from podium.check.semantic import Checker

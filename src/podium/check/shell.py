@@ -7,13 +7,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import PurePosixPath
-
-from jinja2 import nodes
+from typing import TYPE_CHECKING
 
 from podium.check.base import CheckerBase
 from podium.language.diagnostics import KeyPath
 from podium.language.model import AgentStep, ScriptStep
-from podium.templating import RenderFailure, is_template
+from podium.lazymodule import LazyModule
+from podium.templating.text import RenderFailure, is_template
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+else:  # walked only for a template that needs Jinja's tree
+    nodes = LazyModule("jinja2.nodes")
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "posh", "yash"})
 # Filters whose result is a number or a word with no shell meaning, whatever they are given.

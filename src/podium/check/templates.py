@@ -40,7 +40,13 @@ from podium.language.model import (
     WaitStep,
     WorkflowStep,
 )
-from podium.templating import RenderFailure, is_jinja_condition, is_template
+from podium.templating.text import (
+    FILTER_NAMES,
+    TEST_NAMES,
+    RenderFailure,
+    is_jinja_condition,
+    is_template,
+)
 
 
 def _nested_sites(base: KeyPath, path: KeyPath, text: Any, *, step: str, scope: str,
@@ -239,7 +245,8 @@ class TemplateChecks(CheckerBase):
                 if site.expression:
                     found = analyse_condition(site.source)
                 else:
-                    found = (quick_refs(self.engine.env, site.source)
+                    # None: the checks' engine has podium's environment (make_environment)
+                    found = (quick_refs(None, site.source)
                              or collect_refs(self.engine.parse(site.source)))
             except RenderFailure as exc:
                 found = exc
@@ -255,7 +262,7 @@ class TemplateChecks(CheckerBase):
             self._site_error(site, exc.lineno, f"template syntax error: {exc}", code="syntax")
             return
         for u in used:
-            table = self.engine.env.filters if u.kind == "filter" else self.engine.env.tests
+            table = FILTER_NAMES if u.kind == "filter" else TEST_NAMES
             if u.name not in table:
                 self._site_error(site, u.lineno, f"unknown {u.kind} '{u.name}'",
                                  did_you_mean(u.name, table), code="unknown-filter")

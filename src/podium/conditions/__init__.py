@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from podium.language.diagnostics import did_you_mean
-from podium.templating import TOO_DEEP, RenderFailure
+from podium.templating.text import TOO_DEEP, RenderFailure
 
 FUNCTIONS = ("int", "float", "str", "rand", "randint")
 MAX_CONDITION_CHARS = 100_000

@@ -17,6 +17,7 @@ from typing import Any
 from jinja2.utils import Namespace
 
 from podium.records import record
+from podium.templating.text import RenderFailure
 
 MAX_RENDER_CHARS = 2_000_000  # the text a template renders to
 MAX_VALUE_SIZE = 10_000_000  # one value a template builds (characters, or a container's size)
@@ -30,23 +31,6 @@ _LEAF = 24  # the size of the text of a value that is not a container (a float, 
 _WALK_CHECK = 4096  # nodes measured between two looks at the clock
 _CLOCK_EVERY = 16  # steps between two looks at the clock (a step is short: its values are
 LARGE_VALUE = 65_536  # bounded); building a value larger than this looks at once
-
-
-class RenderFailure(Exception):
-    """A template failed; `kind` is 'undefined', 'syntax', 'security', 'size' (output or a
-    value too large), 'limit' (too many steps), 'timeout' or 'error'.
-
-    `limit` names the bound a 'size', 'limit' or 'timeout' failure reached: 'output',
-    'value', 'memory', 'steps', 'time', 'step-timeout' or 'run-timeout'.
-    """
-
-    def __init__(self, kind: str, message: str, name: str | None = None,
-                 lineno: int | None = None, *, limit: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.name = name
-        self.lineno = lineno
-        self.limit = limit
 
 
 @record(frozen=True)

@@ -25,11 +25,11 @@ from podium.templating.budget import (
     MAX_SLOW_INPUT,
     MAX_VALUE_SIZE,
     Budget,
-    RenderFailure,
     _local,
     current,
     too_big,
 )
+from podium.templating.text import RenderFailure
 
 Filter = Callable[..., Any]
 

@@ -17,10 +17,15 @@ one line): a prompt's optional part.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from jinja2 import nodes
-from jinja2.environment import Environment
+from podium.lazymodule import LazyModule
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+    from jinja2.environment import Environment
+else:  # scan() needs no Jinja: the checks read most templates from its parts alone
+    nodes = LazyModule("jinja2.nodes")
 
 # Text with no brace, carriage return or NUL (Jinja normalises newlines in text and would
 # see `{{`, `{%` or `{#`), then `{{ a.b.c }}`, `{{ a.b OP operand }}`, `{{ a.b | f | g }}`
@@ -40,7 +45,7 @@ _EXPR = (rf"\{{\{{([ \t\n]*)(?:({_DOTTED})(?:[ \t]*(==|!=|<=|>=|<|>)[ \t]*"
          rf"|(?:\([ \t]*(?P<pleft>{_DOTTED})(?P<pfilters>{_FILTERS})?[ \t]*\)"
          rf"|(?P<left>{_DOTTED})(?P<lfilters>{_FILTERS})?)"
          rf"[ \t]*(?P<math>[-+*/])[ \t]*(?P<number>{_NUMBER}))[ \t\n]*\}}\}}")
-_MATH = {"+": nodes.Add, "-": nodes.Sub, "*": nodes.Mul, "/": nodes.Div}
+_MATH = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div"}  # the node class of each
 # `{% if a.b is defined %}` and `{% endif %}`, each on one line (no `-` or `+` controls)
 _IF = rf"\{{%[ \t]*if[ \t]+(?P<test>{_DOTTED})[ \t]+is[ \t]+defined[ \t]*%\}}"
 _ENDIF = r"\{%[ \t]*endif[ \t]*%\}"
@@ -79,12 +84,13 @@ class Expr(NamedTuple):
 Part = tuple[int, Any, int]
 
 
-def scan(env: Environment, source: str) -> list[Part] | None:
+def scan(env: Environment | None, source: str) -> list[Part] | None:
     """`source` as its parts, in order, when it has the shape `quick_parse` takes (and `env`
-    lexes as this module assumes); None for anything else. What the parts hold is what both
-    Jinja's tree (`quick_parse`) and the references a check reads
-    (`podium.check.references.quick_refs`) are made from."""
-    if "{" not in source or not _plain(env):
+    lexes as this module assumes; None stands for podium's environment, make_environment's,
+    which does); None for anything else. What the parts hold is what both Jinja's tree
+    (`quick_parse`) and the references a check reads (`podium.check.references.quick_refs`)
+    are made from."""
+    if "{" not in source or (env is not None and not _plain(env)):
         return None
     parts: list[Part] = []
     open_block = False
@@ -194,8 +200,9 @@ def _expression(e: Expr, line: int, env: Environment) -> nodes.Expr:
     for name in e.filters:
         node = nodes.Filter(node, name, [], [], None, None, lineno=line, environment=env)
     if e.math is not None:
-        node = _MATH[e.math](node, nodes.Const(e.number, lineno=line, environment=env),
-                             lineno=line, environment=env)
+        node = getattr(nodes, _MATH[e.math])(
+            node, nodes.Const(e.number, lineno=line, environment=env), lineno=line,
+            environment=env)
     return node
 
 

@@ -38,11 +38,11 @@ from podium.templating import filters as bf
 from podium.templating.budget import (
     MAX_INT_BITS,
     MAX_VALUE_SIZE,
-    RenderFailure,
     _local,
     current,
     too_big,
 )
+from podium.templating.text import RenderFailure
 
 LOOP_FILTER = "podium:loop"  # not a name a template can write: only the code generator uses it
 
