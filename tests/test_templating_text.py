@@ -48,3 +48,14 @@ def test_a_lazy_module_imports_at_its_first_attribute() -> None:
         LazyModule("colorsys").no_such_function  # noqa: B018
     with pytest.raises(AttributeError):
         LazyModule("colorsys").__wrapped__  # noqa: B018
+
+
+def test_podiums_environment_lexes_as_the_quick_reader_assumes() -> None:
+    """The checks call quick_refs(None, ...): None stands for podium's own environment,
+    which must pass the test scan() would apply to it."""
+    from podium.templating.quickparse import _plain, scan
+
+    for env in (make_environment(), TemplateEngine().env):
+        assert _plain(env)
+    source = "Hi {{ a.b }}{% if c.d is defined %} {{ c.d | length }}{% endif %}"
+    assert scan(None, source) == scan(make_environment(), source) is not None
