@@ -22,8 +22,12 @@ ARTICLE = EXAMPLES / "dev-review" / "workflow.yaml"
 NOT_FOR = {
     "help": ("typer", "pydantic", "jinja2", "ruamel", "rich", "podium.language",
              "podium.check", "podium.cli.main", "podium.store", "sqlite3", "asyncio"),
+    # the article's three templates of other shapes load Jinja's parser (templating/trees.py),
+    # never the engine that renders, its sandbox, podium's filters or the render bounds
     "validate": ("podium.store", "podium.events", "podium.engine", "podium.steps", "sqlite3",
-                 "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema"),
+                 "rich", "asyncio", "psutil", "importlib.metadata", "jsonschema",
+                 "podium.templating.engine", "podium.templating.sandbox",
+                 "podium.templating.filters", "podium.templating.budget", "jinja2.sandbox"),
     # attrs: rich.pretty tries it (that attempt is listed too), never loads it (attr._make)
     # rich: the console sink writes plain lines to a pipe or a file itself
     # podium.steps.agent: the step registry imports an executor when a step of its type runs
@@ -74,7 +78,8 @@ def test_a_command_imports_only_what_it_uses(tmp_path: Path, command: str) -> No
     assert loaded(names, SDKS + SURFACES + NOT_FOR[command]) == []
     # and it does load what it needs, so that an empty list above means something
     needs = {"help": ["podium.cli.help_text"],
-             "validate": ["podium.language.model", "podium.check.semantic", "jinja2"],
+             "validate": ["podium.language.model", "podium.check.semantic", "jinja2",
+                          "podium.templating.trees"],
              "run": ["podium.engine.run", "podium.store.sqlite", "podium.events.model"]}
     assert [n for n in needs[command] if n not in names] == []
 

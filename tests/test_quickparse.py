@@ -11,8 +11,9 @@ import pytest
 from jinja2 import nodes
 from ruamel.yaml import YAML
 
-from podium.templating import WALK_FROM, RenderFailure, TemplateEngine, make_environment
+from podium.templating import WALK_FROM, RenderFailure, make_environment
 from podium.templating.quickparse import quick_parse
+from podium.templating.trees import TemplateParser
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = make_environment()
@@ -186,13 +187,16 @@ def test_another_environment_is_left_to_jinja() -> None:
                                    variable_end_string=">>"), "{{ a }}") is None
 
 
-def test_the_engine_parses_once_and_reports_syntax_errors_each_time() -> None:
-    engine = TemplateEngine()
-    assert engine.parse("{{ a.b }}") is engine.parse("{{ a.b }}")
+def test_the_parser_parses_once_and_reports_syntax_errors_each_time() -> None:
+    parser = TemplateParser()
+    assert parser.parse("{{ a.b }}") is parser.parse("{{ a.b }}")
+    raised = []
     for _ in range(2):
         with pytest.raises(RenderFailure, match="expected name or number") as info:
-            engine.parse("{{ a. }}")
+            parser.parse("{{ a. }}")
         assert info.value.kind == "syntax"
+        raised.append(info.value)
+    assert raised[0] is not raised[1]  # a fresh one each time: the stored one keeps no frames
 
 
 BINDING = [
@@ -287,11 +291,11 @@ def test_quick_refs_are_what_the_tree_gives() -> None:
     assert taken > 2000
 
 
-def test_a_long_template_goes_through_the_engines_depth_check() -> None:
+def test_a_long_template_goes_through_the_parsers_depth_check() -> None:
     from podium.check.references import quick_refs
 
     deep = "{{ a" + ".b" * WALK_FROM + " }}"
     assert quick_parse(ENV, deep) is not None
     assert quick_refs(ENV, deep) is None
     with pytest.raises(RenderFailure, match="too deep"):
-        TemplateEngine().parse(deep)
+        TemplateParser().parse(deep)

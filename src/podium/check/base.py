@@ -28,7 +28,7 @@ from podium.records import record
 from podium.templating.text import RenderFailure
 
 if TYPE_CHECKING:
-    from podium.templating import TemplateEngine
+    from podium.templating.trees import TemplateParser
 
 WORKFLOW_ATTRS = ("input", "dir", "file", "name", "description")
 CONTEXT_ATTRS = ("iteration", "history")
@@ -63,22 +63,23 @@ class TemplateSite:
     file: str | None = None  # a partial the template includes: its file, as shown
 
 
-class EngineSlot:
-    """The checks' template engine, made when a check first needs Jinja's tree of a template:
-    `validate` of a workflow whose templates all have quickparse.py's shapes reads them from
-    their parts, and never imports Jinja2."""
+class ParserSlot:
+    """The checks' template parser (podium/templating/trees.py), made when a check first needs
+    Jinja's tree of a template: `validate` of a workflow whose templates all have
+    quickparse.py's shapes reads them from their parts, and never imports Jinja2; the others
+    import Jinja's parser, never the engine that renders."""
 
-    __slots__ = ("_engine",)
+    __slots__ = ("_parser",)
 
     def __init__(self) -> None:
-        self._engine: TemplateEngine | None = None
+        self._parser: TemplateParser | None = None
 
-    def get(self) -> TemplateEngine:
-        if self._engine is None:
-            from podium.templating import TemplateEngine
+    def get(self) -> TemplateParser:
+        if self._parser is None:
+            from podium.templating.trees import TemplateParser
 
-            self._engine = TemplateEngine()
-        return self._engine
+            self._parser = TemplateParser()
+        return self._parser
 
 
 @record
@@ -89,11 +90,11 @@ class CheckerBase:
     visited_files: tuple[Path, ...] = ()
 
     @property
-    def engine(self) -> TemplateEngine:
-        return self.engine_slot.get()
+    def parser(self) -> TemplateParser:
+        return self.parser_slot.get()
 
     def __post_init__(self) -> None:
-        self.engine_slot = EngineSlot()
+        self.parser_slot = ParserSlot()
         model = self.result.model
         assert model is not None
         self.wf = model

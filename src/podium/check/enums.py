@@ -89,7 +89,7 @@ def _comparisons(checker: Checker, text: str) -> list[Found]:
     """What each `chain == literal`, `!=`, `in [...]` of a condition compares."""
     try:
         if is_jinja_condition(text):
-            return list(_jinja(checker.engine.parse(text)))
+            return list(_jinja(checker.parser.parse(text)))
         from podium import conditions
 
         return list(_bare(conditions.parse(text)))

@@ -26,7 +26,7 @@ def _models_of(a: _Analysis, step: AgentStep) -> list[str]:
     if "{{" not in model and "{%" not in model:
         return [model]
     try:
-        tree = a.engine.parse(model)
+        tree = a.parser.parse(model)
     except RenderFailure:
         return []
     found: set[str] = set()

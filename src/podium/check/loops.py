@@ -11,7 +11,8 @@ from jinja2 import nodes
 
 from podium.language.model import Route, SetStep
 from podium.records import record
-from podium.templating import RenderFailure, TemplateEngine, is_jinja_condition
+from podium.templating import RenderFailure, is_jinja_condition
+from podium.templating.trees import TemplateParser
 
 
 @record(frozen=True)
@@ -107,11 +108,11 @@ def _previous_or_start(node: nodes.Node, step: str) -> float | None:
     return None
 
 
-def find_counter(step: SetStep, engine: TemplateEngine) -> Counter | None:
+def find_counter(step: SetStep, parser: TemplateParser) -> Counter | None:
     if not isinstance(step.value, str) or step.values is not None:
         return None
     try:
-        tree = engine.parse(step.value)
+        tree = parser.parse(step.value)
     except RenderFailure:
         return None
     outputs = [n for n in tree.body if isinstance(n, nodes.Output)]
@@ -137,13 +138,13 @@ _OPS = {"gteq": "lteq", "gt": "lt", "eq": "eq", "lt": "gt", "lteq": "gteq"}
 
 
 def find_threshold(route: Route, owner: str, counters: dict[str, Counter],
-                   engine: TemplateEngine) -> Threshold | None:
+                   parser: TemplateParser) -> Threshold | None:
     """`{{ c.output >= 3 }}` (or the bare `c_output >= 3`, or `output >= 3` on c's own routes)."""
     if route.when is None:
         return None
     try:
         if is_jinja_condition(route.when):
-            tree = engine.parse(route.when)
+            tree = parser.parse(route.when)
             outs = [n for n in tree.body if isinstance(n, nodes.Output)]
             exprs = [n for o in outs for n in o.nodes
                      if not (isinstance(n, nodes.TemplateData) and not n.data.strip())]
@@ -151,7 +152,7 @@ def find_threshold(route: Route, owner: str, counters: dict[str, Counter],
                 return None
             expr: nodes.Node = exprs[0]
         else:
-            expr = engine.parse_expression(route.when)
+            expr = parser.parse_expression(route.when)
     except RenderFailure:
         return None
     if not isinstance(expr, nodes.Compare) or len(expr.ops) != 1:

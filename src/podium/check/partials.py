@@ -55,7 +55,7 @@ class Partials:
         # a cycle between them would keep every template tree of a check alive until the
         # cyclic collector walked them
         self.result = checker.result
-        self.engine_slot = checker.engine_slot  # the engine is made when a tag is parsed
+        self.parser_slot = checker.parser_slot  # the parser is made when a tag is parsed
         self.problems: list[tuple[TemplateSite, str]] = []
         self._done: dict[tuple[object, ...], list[TemplateSite]] = {}
         smap = checker.result.smap
@@ -78,10 +78,10 @@ class Partials:
             return  # no tag can load a template: not parsed for this (a prompt's `{% if %}`)
         from podium.templating.partials import PartialError, read_partial, resolve_partial
 
-        engine = self.engine_slot.get()
+        parser = self.parser_slot.get()
         tags = _loader_tags()
         try:
-            tree = engine.parse(source)
+            tree = parser.parse(source)
         except RenderFailure:
             return  # reported where the text is checked
         for node in statements(tree.body):  # the tags are statements
@@ -103,7 +103,7 @@ class Partials:
                 shown = display_path(path)
                 sub = replace(site, source=text, file=shown, expression=False)
                 try:
-                    engine.parse(text)
+                    parser.parse(text)
                 except RenderFailure:
                     out.append(sub)  # its syntax error is reported in its own file
                     continue

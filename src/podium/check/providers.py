@@ -234,7 +234,7 @@ def model_candidates(checker: Checker, step: AgentStep) -> tuple[list[str], bool
     if not is_template(model):
         return [model], True
     try:
-        tree = checker.engine.parse(model)
+        tree = checker.parser.parse(model)
     except RenderFailure:
         return [], False
     found: list[str] = []

@@ -17,7 +17,7 @@ from podium.check.graph import RouteGraph
 from podium.check.loops import Counter, Loop, Threshold, find_counter, find_threshold, passes_until
 from podium.language.model import END, HumanGateStep, ParallelGroup, SetStep, WorkflowFile
 from podium.records import record
-from podium.templating import TemplateEngine
+from podium.templating.trees import TemplateParser
 
 MAX_EXPANSIONS = 300_000
 
@@ -41,7 +41,7 @@ class _Analysis:
 
     def __init__(self, wf: WorkflowFile) -> None:
         self.wf = wf
-        self.engine = TemplateEngine()
+        self.parser = TemplateParser()
         self.graph = RouteGraph.build(wf)
         self.steps = {s.name: s for s in reversed(wf.agents)}
         self.groups: dict[str, ParallelGroup] = {g.name: g for g in wf.parallel}
@@ -49,7 +49,7 @@ class _Analysis:
         self.counters: dict[str, Counter] = {}
         for s in wf.agents:
             if isinstance(s, SetStep):
-                c = find_counter(s, self.engine)
+                c = find_counter(s, self.parser)
                 if c is not None:
                     self.counters[s.name] = c
         self.thresholds: dict[tuple[str, int], Threshold] = {}
@@ -58,7 +58,7 @@ class _Analysis:
             routes = step.routes if step is not None else (
                 self.groups[name].routes if name in self.groups else [])
             for i, r in enumerate(routes):
-                t = find_threshold(r, name, self.counters, self.engine)
+                t = find_threshold(r, name, self.counters, self.parser)
                 if t is not None:
                     self.thresholds[(name, i)] = t
         # Values past every threshold behave alike, so a counter is capped there: a loop that

@@ -364,7 +364,7 @@ def quick_refs(env: Environment | None, source: str) -> tuple[list[Ref], list[Us
     """What `collect_refs(env.parse(source))` finds, for a template of the shapes
     podium.templating.quickparse takes, read from its parts with no tree made or walked (most
     of a large workflow's templates: half of what checking them cost); None for any other
-    template, and for one longer than WALK_FROM: the engine's parse refuses those that nest
+    template, and for one longer than WALK_FROM: TemplateParser.parse refuses those that nest
     too deep to compile. tests/test_quickparse.py compares the two on every template it has."""
     if len(source) > WALK_FROM:
         return None

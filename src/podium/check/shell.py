@@ -39,7 +39,7 @@ def check_shell_quoting(checker: CheckerBase) -> None:
         if index is None or "{" not in step.args[index]:
             continue
         try:
-            tree = checker.engine.parse(step.args[index])
+            tree = checker.parser.parse(step.args[index])
         except RenderFailure:
             continue  # reported by the template checks
         for ref in unquoted_reads(tree, untrusted | extra):

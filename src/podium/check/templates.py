@@ -245,9 +245,9 @@ class TemplateChecks(CheckerBase):
                 if site.expression:
                     found = analyse_condition(site.source)
                 else:
-                    # None: the checks' engine has podium's environment (make_environment)
+                    # None: the checks' parser lexes as podium's environment (make_environment)
                     found = (quick_refs(None, site.source)
-                             or collect_refs(self.engine.parse(site.source)))
+                             or collect_refs(self.parser.parse(site.source)))
             except RenderFailure as exc:
                 found = exc
             self._analysed[key] = found

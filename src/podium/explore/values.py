@@ -18,12 +18,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jinja2 import Environment, nodes
-from jinja2.exceptions import TemplateSyntaxError
+from jinja2 import nodes
 
 from podium import conditions
 from podium.language.model import InputDef, OutputField
 from podium.records import record
+from podium.templating.text import RenderFailure
+from podium.templating.trees import TemplateParser
 
 MAX_PRODUCT = 512  # combinations of one step's field classes, past which explore samples
 
@@ -37,7 +38,7 @@ _PY_OPS: dict[type[ast.cmpop], str] = {
     ast.GtE: "gteq", ast.In: "in", ast.NotIn: "notin",
 }
 _FLIP = {"lt": "gt", "gt": "lt", "lteq": "gteq", "gteq": "lteq", "eq": "eq", "ne": "ne"}
-_PARSER = Environment()
+_PARSER = TemplateParser()
 
 
 def _contains(container: Any, item: Any) -> bool:
@@ -118,7 +119,7 @@ def _comparisons(text: str) -> Iterator[Comparison]:
         return
     try:
         template = _PARSER.parse(text)
-    except TemplateSyntaxError:
+    except RenderFailure:
         return
     for node in template.find_all(nodes.Compare):
         left = node.expr

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 from jinja2.runtime import Undefined
@@ -32,9 +32,8 @@ from podium.templating.budget import (
     Deadline,
     install,
 )
-from podium.templating.quickparse import quick_parse
 from podium.templating.sandbox import BoundedEnvironment, finalize
-from podium.templating.text import TOO_DEEP, WALK_FROM, RenderFailure
+from podium.templating.text import TOO_DEEP, RenderFailure
 
 
 def make_environment() -> SandboxedEnvironment:
@@ -67,7 +66,6 @@ class TemplateEngine:
         enable_partials(self.env, [*([root] if root else []),
                                    *(Path(f).parent for f in self.files)])
         self._cache: dict[tuple[str, bool], Compiled] = {}
-        self._parsed: dict[str, nodes.Template | RenderFailure] = {}
         self._compiling = threading.Lock()
 
     def compile(self, source: str) -> Compiled:
@@ -179,45 +177,6 @@ class TemplateEngine:
         finally:
             install(previous)
         return value
-
-    def parse(self, source: str) -> nodes.Template:
-        """The Jinja AST of a template (for static checks); raises RenderFailure on syntax.
-
-        Parsed once per text: several checks walk the same template (references, enums,
-        partials, loops), and parsing is most of what `validate` spends on a template. The
-        tree is shared, so callers only read it."""
-        found = self._parsed.get(source)
-        if found is None:
-            try:
-                found = quick_parse(self.env, source) or self.env.parse(source)
-                if len(source) > WALK_FROM:  # deep enough to matter: walked once, as
-                    for _ in found.find_all(nodes.Node):  # the checks and compile recurse
-                        pass
-            except TemplateSyntaxError as exc:
-                found = RenderFailure("syntax", exc.message or "syntax error",
-                                      lineno=exc.lineno)
-            except RecursionError:
-                found = RenderFailure("syntax", TOO_DEEP)
-            self._parsed[source] = found
-        if isinstance(found, RenderFailure):  # a fresh one: the stored one keeps no frames
-            raise RenderFailure(found.kind, str(found), lineno=found.lineno)
-        return found
-
-    def parse_expression(self, source: str) -> nodes.Expr:
-        """The Jinja AST of a bare expression."""
-        try:
-            template = self.env.parse("{{ " + source + " }}")
-        except TemplateSyntaxError as exc:
-            raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
-                from None
-        except RecursionError:
-            raise RenderFailure("syntax", TOO_DEEP) from None
-        body = template.body
-        if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
-            raise RenderFailure("syntax", "not a single expression")
-        node = body[0].nodes[0]
-        assert isinstance(node, nodes.Expr)
-        return node
 
 
 def _undefined_message(exc: UndefinedError) -> str:
