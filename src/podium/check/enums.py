@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from podium.language.diagnostics import KeyPath, did_you_mean
 from podium.language.model import Route
 from podium.lazymodule import LazyModule
-from podium.templating.text import RenderFailure, is_jinja_condition
+from podium.templating.quickparse import EXPR, scan
+from podium.templating.text import WALK_FROM, RenderFailure, is_jinja_condition
 
 if TYPE_CHECKING:
     from jinja2 import nodes
@@ -89,12 +90,28 @@ def _comparisons(checker: Checker, text: str) -> list[Found]:
     """What each `chain == literal`, `!=`, `in [...]` of a condition compares."""
     try:
         if is_jinja_condition(text):
-            return list(_jinja(checker.parser.parse(text)))
+            quick = _quick(text)
+            return quick if quick is not None else list(_jinja(checker.parser.parse(text)))
         from podium import conditions
 
         return list(_bare(conditions.parse(text)))
     except (RenderFailure, RecursionError):
         return []  # reported by the template checks
+
+
+def _quick(text: str) -> list[Found] | None:
+    """What `_jinja` finds in a condition of quickparse.py's shapes (`{{ a.b == 'x' }}`, the
+    commonest route condition), read from its parts with no tree made and no Jinja2 imported;
+    None for any other template, and for one longer than WALK_FROM (the parser's depth check
+    decides those). tests/test_enum_literals.py compares the two on every condition it has."""
+    if len(text) > WALK_FROM:
+        return None
+    parts = scan(None, text)
+    if parts is None:
+        return None
+    # a comparison's left side is a dotted name, its right a constant or another name
+    return [(part.names, part.right[1], part.op == "!=") for kind, part, _ in parts
+            if kind == EXPR and part.op in ("==", "!=") and part.right[0]]
 
 
 def _jinja(tree: nodes.Template) -> Iterator[Found]:
