@@ -1,8 +1,8 @@
-"""The checks parse templates with podium.templating.trees' plain environment, not the
-engine's sandboxed one (make_environment): the trees (every node, field and line number) and
-the syntax errors must be the ones the engine's environment gives, for every template the
-examples and the test corpus hold, the quick parser's edge cases and statements of every
-kind."""
+"""The checks parse templates with podium.templating.trees: lightparse.py's trees for most,
+a plain Jinja environment for the others, never the engine's sandboxed one
+(make_environment). The trees (every node kind, field and line number) and the syntax errors
+must be the ones the engine's environment gives, for every template the examples and the
+test corpus hold, the quick reader's edge cases and statements of every kind."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from jinja2 import nodes
 
 from podium.templating import RenderFailure, make_environment
-from podium.templating.quickparse import _plain
+from podium.templating.lightparse import Node
+from podium.templating.quickparse import plain_lexing
 from podium.templating.trees import TemplateParser, parsing_environment
 from test_quickparse import EDGES, _corpus_templates
 
@@ -28,12 +29,13 @@ MORE = [
 
 
 def _shape(node: Any) -> Any:
-    """A tree as nested tuples: each node's type, line and fields, all the way down (the
-    environment a node names is left out: that is the one difference allowed)."""
+    """A tree as nested tuples: each node's kind, line and fields, all the way down (a light
+    node and Jinja's of the same class name are the same kind; the environment a node names
+    is left out)."""
     if isinstance(node, list):
         return [_shape(n) for n in node]
-    if isinstance(node, nodes.Node):
-        return (type(node), node.lineno,
+    if isinstance(node, (nodes.Node, Node)):
+        return (type(node).__name__, node.lineno,
                 tuple((name, _shape(value)) for name, value in node.iter_fields()))
     return (type(node), node)
 
@@ -50,14 +52,17 @@ Both = tuple[TemplateParser, TemplateParser]
 
 @pytest.fixture(scope="module")
 def both() -> Both:
-    """The checks' parser, and one over the engine's environment."""
-    return TemplateParser(), TemplateParser(make_environment())
+    """The checks' parser, and Jinja's parse over the engine's environment (the same parser
+    with its light path off)."""
+    engines = TemplateParser(make_environment())
+    engines._light = False
+    return TemplateParser(), engines
 
 
 def test_the_plain_environment_lexes_as_the_engines() -> None:
     """quickparse.py takes templates only from an environment that lexes as it assumes."""
-    assert _plain(parsing_environment())
-    assert _plain(make_environment())
+    assert plain_lexing(parsing_environment())
+    assert plain_lexing(make_environment())
 
 
 @pytest.mark.parametrize("source", EDGES + MORE)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from podium.language.diagnostics import KeyPath, did_you_mean
 from podium.language.model import Route
-from podium.lazymodule import LazyModule
 from podium.templating.quickparse import EXPR, scan
 from podium.templating.text import WALK_FROM, RenderFailure, is_jinja_condition
 
@@ -18,8 +17,8 @@ if TYPE_CHECKING:
     from jinja2 import nodes
 
     from podium.check.semantic import Checker
-else:  # walked only for a template that needs Jinja's tree
-    nodes = LazyModule("jinja2.nodes")
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 Chain = tuple[str, ...]
 

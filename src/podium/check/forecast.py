@@ -7,13 +7,16 @@ Prices come from podium.providers.pricing, imported only when a forecast is made
 
 from __future__ import annotations
 
-from typing import Any
-
-from jinja2 import nodes
+from typing import TYPE_CHECKING, Any
 
 from podium.check.reach import Reach, _Analysis
 from podium.language.model import AgentStep
 from podium.templating import RenderFailure
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 DEFAULT_INPUT_TOKENS = 4000
 DEFAULT_OUTPUT_TOKENS = 1000

@@ -7,12 +7,17 @@ This is pure analysis of Jinja syntax trees; the path search that uses it is in 
 
 from __future__ import annotations
 
-from jinja2 import nodes
+from typing import TYPE_CHECKING
 
 from podium.language.model import Route, SetStep
 from podium.records import record
 from podium.templating import RenderFailure, is_jinja_condition
 from podium.templating.trees import TemplateParser
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 
 @record(frozen=True)

@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING
 from podium.check.base import TemplateSite
 from podium.check.references import statements
 from podium.language.source import display_path
-from podium.lazymodule import LazyModule
 from podium.templating.text import RenderFailure
 
 if TYPE_CHECKING:
     from jinja2 import nodes
 
     from podium.check.base import CheckerBase
-else:  # a template with no loader tag is never parsed here
-    nodes = LazyModule("jinja2.nodes")
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 MAX_NESTING = 10
 _LOADERS = ("include", "import", "extends")  # the word each of those tags is written with

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from podium.language.diagnostics import KeyPath, closest, did_you_mean
 from podium.language.model import AgentStep, ProviderConfig
-from podium.lazymodule import LazyModule
 from podium.providers.catalog import (
     NOT_SUPPORTED,
     PROVIDERS,
@@ -41,8 +40,8 @@ if TYPE_CHECKING:
     from jinja2 import nodes
 
     from podium.check.semantic import Checker
-else:  # walked only for a template that needs Jinja's tree
-    nodes = LazyModule("jinja2.nodes")
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 CONDUCTOR_ONLY = tuple(NOT_SUPPORTED)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from podium.lazymodule import LazyModule
 from podium.records import record
 from podium.templating.quickparse import EXPR, OPEN, TEXT, scan
 from podium.templating.text import TOO_DEEP, WALK_FROM, RenderFailure
@@ -22,8 +21,8 @@ from podium.templating.text import TOO_DEEP, WALK_FROM, RenderFailure
 if TYPE_CHECKING:
     from jinja2 import nodes
     from jinja2.environment import Environment
-else:  # only a template quick_refs cannot read is walked as Jinja's tree
-    nodes = LazyModule("jinja2.nodes")
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 GUARD_FILTERS = frozenset({"default", "d"})
 JINJA_GLOBALS = frozenset({"range", "lipsum", "dict", "cycler", "joiner", "namespace",
@@ -170,11 +169,11 @@ class _Collector:
             self.facts = saved
 
     def visit(self, node: nodes.Node, local: frozenset[str], guards: frozenset[str]) -> None:
-        kind = type(node)
-        if kind is nodes.TemplateData or kind is nodes.Const:
+        kind = type(node).__name__  # Jinja's class or lightparse.py's: the same names
+        if kind in ("TemplateData", "Const"):
             return  # no child, no name: most nodes of a template, walked the long way before
-        if kind is nodes.Output or kind is nodes.Template:  # their children, as _generic does
-            for child in getattr(node, "nodes" if kind is nodes.Output else "body"):
+        if kind in ("Output", "Template"):  # their children, as _generic does
+            for child in getattr(node, "nodes" if kind == "Output" else "body"):
                 self.visit(child, local, guards)
             return
         if isinstance(node, (nodes.For,)):

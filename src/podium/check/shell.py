@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 from podium.check.base import CheckerBase
 from podium.language.diagnostics import KeyPath
 from podium.language.model import AgentStep, ScriptStep
-from podium.lazymodule import LazyModule
 from podium.templating.text import RenderFailure, is_template
 
 if TYPE_CHECKING:
     from jinja2 import nodes
-else:  # walked only for a template that needs Jinja's tree
-    nodes = LazyModule("jinja2.nodes")
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "posh", "yash"})
 # Filters whose result is a number or a word with no shell meaning, whatever they are given.

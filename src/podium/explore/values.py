@@ -16,15 +16,18 @@ import itertools
 import operator
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from jinja2 import nodes
+from typing import TYPE_CHECKING, Any
 
 from podium import conditions
 from podium.language.model import InputDef, OutputField
 from podium.records import record
 from podium.templating.text import RenderFailure
 from podium.templating.trees import TemplateParser
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+else:  # the trees are lightparse.py's or Jinja's: kinds.py names their nodes in both
+    from podium.templating import kinds as nodes
 
 MAX_PRODUCT = 512  # combinations of one step's field classes, past which explore samples
 

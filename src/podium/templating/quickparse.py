@@ -1,31 +1,27 @@
-"""The Jinja AST of the commonest templates, built without Jinja's lexer and parser.
+"""The commonest templates read from their parts, with no tree made.
 
 Most templates in a workflow are text around `{{ name.attr.attr }}`, and most route
-conditions `{{ name.attr >= 0.5 }}`; `podium validate`
-parses every one, and Jinja's lexer and parser were a third of a large workflow's check.
-`quick_parse` builds, for exactly that shape, the tree `Environment.parse` gives (the same
-nodes, fields and line numbers; tests/test_quickparse.py compares them on every template of
-the examples, the corpus and generated ones), and returns None for anything else, which then
-goes to Jinja. Only for an environment with the default delimiters, no line statements or
-extensions, and `keep_trailing_newline` (make_environment's). Besides a comparison, a name
-may go through filters without arguments (`{{ a.b | tojson }}`), or take one operation with
-a number (`{{ (a.b | length) + 1 }}`), and text may hold
-`{% if a.b is defined %}...{% endif %}` blocks of the same (not nested, no else, each tag on
-one line): a prompt's optional part.
+conditions `{{ name.attr >= 0.5 }}`; `podium validate` checks every one. `scan` cuts a
+template of exactly those shapes into its parts (text, expressions, `if ... is defined`
+tags), and the checks read what they need from them: the references a template makes
+(`podium.check.references.quick_refs`) and the comparisons of a route condition
+(`podium.check.enums._quick`), each compared on every template of the examples, the corpus
+and generated ones with what the walk of Jinja's tree finds (tests/test_quickparse.py,
+tests/test_enum_literals.py). Anything else returns None and is parsed (trees.py). Only for
+an environment with the default delimiters, no line statements or extensions, and
+`keep_trailing_newline` (make_environment's). Besides a comparison, a name may go through
+filters without arguments (`{{ a.b | tojson }}`), or take one operation with a number
+(`{{ (a.b | length) + 1 }}`), and text may hold `{% if a.b is defined %}...{% endif %}`
+blocks of the same (not nested, no else, each tag on one line): a prompt's optional part.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
-
-from podium.lazymodule import LazyModule
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from jinja2 import nodes
     from jinja2.environment import Environment
-else:  # scan() needs no Jinja: the checks read most templates from its parts alone
-    nodes = LazyModule("jinja2.nodes")
 
 # Text with no brace, carriage return or NUL (Jinja normalises newlines in text and would
 # see `{{`, `{%` or `{#`), then `{{ a.b.c }}`, `{{ a.b OP operand }}`, `{{ a.b | f | g }}`
@@ -45,7 +41,6 @@ _EXPR = (rf"\{{\{{([ \t\n]*)(?:({_DOTTED})(?:[ \t]*(==|!=|<=|>=|<|>)[ \t]*"
          rf"|(?:\([ \t]*(?P<pleft>{_DOTTED})(?P<pfilters>{_FILTERS})?[ \t]*\)"
          rf"|(?P<left>{_DOTTED})(?P<lfilters>{_FILTERS})?)"
          rf"[ \t]*(?P<math>[-+*/])[ \t]*(?P<number>{_NUMBER}))[ \t\n]*\}}\}}")
-_MATH = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div"}  # the node class of each
 # `{% if a.b is defined %}` and `{% endif %}`, each on one line (no `-` or `+` controls)
 _IF = rf"\{{%[ \t]*if[ \t]+(?P<test>{_DOTTED})[ \t]+is[ \t]+defined[ \t]*%\}}"
 _ENDIF = r"\{%[ \t]*endif[ \t]*%\}"
@@ -85,12 +80,11 @@ Part = tuple[int, Any, int]
 
 
 def scan(env: Environment | None, source: str) -> list[Part] | None:
-    """`source` as its parts, in order, when it has the shape `quick_parse` takes (and `env`
+    """`source` as its parts, in order, when it has the shapes this module takes (and `env`
     lexes as this module assumes; None stands for podium's environment, make_environment's,
-    which does); None for anything else. What the parts hold is what both Jinja's tree
-    (`quick_parse`) and the references a check reads (`podium.check.references.quick_refs`)
-    are made from."""
-    if "{" not in source or (env is not None and not _plain(env)):
+    which does); None for anything else. The references (`quick_refs`) and comparisons
+    (`enums._quick`) the checks read are made from them."""
+    if "{" not in source or (env is not None and not plain_lexing(env)):
         return None
     parts: list[Part] = []
     open_block = False
@@ -152,71 +146,10 @@ def scan(env: Environment | None, source: str) -> list[Part] | None:
     return parts
 
 
-def quick_parse(env: Environment, source: str) -> nodes.Template | None:
-    """The tree env.parse(source) gives, when `source` is text around dotted names (or one
-    comparison of a dotted name, or a dotted name through filters without arguments), and
-    `{% if dotted is defined %}` blocks of those, only."""
-    parts = scan(env, source)
-    if parts is None:
-        return None
-    body: list[nodes.Node] = []  # the template's statements (Output, If)
-    data: list[nodes.Expr] = []  # the Output being gathered (as Jinja's data buffer)
-    block: nodes.If | None = None  # the open `if` block
-
-    def flush() -> None:
-        if data:
-            (body if block is None else block.body).append(
-                nodes.Output(data[:], lineno=data[0].lineno, environment=env))
-            data.clear()
-
-    for kind, value, line in parts:
-        if kind == TEXT:
-            data.append(nodes.TemplateData(value, lineno=line, environment=env))
-        elif kind == EXPR:
-            data.append(_expression(value, line, env))
-        elif kind == OPEN:
-            flush()
-            block = nodes.If(nodes.Test(_dotted(value, line, env), "defined", [], [], None,
-                                        None, lineno=line, environment=env),
-                             [], [], [], lineno=line, environment=env)
-        else:
-            flush()
-            body.append(block)  # type: ignore[arg-type]  # an OPEN came before
-            block = None
-    flush()
-    # every node has `env` from its construction, as set_environment() would give it
-    return nodes.Template(body, lineno=1, environment=env)
-
-
-def _expression(e: Expr, line: int, env: Environment) -> nodes.Expr:
-    node = _dotted(e.names, line, env)
-    if e.right is not None:
-        is_const, right = e.right
-        operand = (nodes.Const(right, lineno=line, environment=env) if is_const
-                   else _dotted(right, line, env))
-        return nodes.Compare(node, [nodes.Operand(_OPS[cast(str, e.op)], operand,
-                                                  environment=env)],
-                             lineno=line, environment=env)
-    for name in e.filters:
-        node = nodes.Filter(node, name, [], [], None, None, lineno=line, environment=env)
-    if e.math is not None:
-        node = getattr(nodes, _MATH[e.math])(
-            node, nodes.Const(e.number, lineno=line, environment=env), lineno=line,
-            environment=env)
-    return node
-
-
 def _names(text: str) -> tuple[str, ...] | None:
     """A dotted name's parts, or None when one of them is a constant or an operator word."""
     parts = tuple(text.split("."))
     return parts if _WORDS.isdisjoint(parts) else None
-
-
-def _dotted(names: tuple[str, ...], line: int, env: Environment) -> nodes.Expr:
-    node: nodes.Expr = nodes.Name(names[0], "load", lineno=line, environment=env)
-    for attr in names[1:]:
-        node = nodes.Getattr(node, attr, "load", lineno=line, environment=env)
-    return node
 
 
 def _number(text: str) -> int | float:
@@ -234,7 +167,7 @@ def _operand(text: str) -> Operand | None:
     return None if names is None else (False, names)
 
 
-def _plain(env: Environment) -> bool:
+def plain_lexing(env: Environment) -> bool:
     """Whether `env` lexes templates as this module assumes."""
     return (env.variable_start_string == "{{" and env.variable_end_string == "}}"
             and env.block_start_string == "{%" and env.comment_start_string == "{#"
