@@ -99,7 +99,10 @@ class _Grammar:
                 out.append("{{" + self.ws() + self.expr() + self.ws() + "}}")
         return "".join(out)
 
-    def body(self) -> str:
+    def body(self, depth: int = 0) -> str:
+        if depth < 2 and self.rng.random() < 0.2:  # a nested block
+            return ("t\n{% if " + self.expr() + " %}" + self.body(depth + 1)
+                    + self.rng.choice(["", "{% else %}" + self.body(depth + 1)]) + "{% endif %}")
         return self.rng.choice(["", "x", "\n", "{{ a }}", "y {{ b.c | d }}\n"])
 
 
