@@ -16,7 +16,7 @@ from podium.check.providers import _printed
 from podium.check.references import collect_refs
 from podium.templating import kinds, make_environment
 from podium.templating.lightparse import MAX_DEPTH, light_parse
-from test_quickparse import EDGES, REPO, _corpus_templates, _same
+from test_quickparse import EDGES, REPO, _corpus_templates, _same, _strings
 
 ENV = make_environment()
 
@@ -150,19 +150,7 @@ def test_the_articles_templates_are_taken() -> None:
     no Jinja2: tests/test_provider_imports.py), Jinja's."""
     text = (REPO / "examples" / "dev-review" / "workflow.yaml").read_text(encoding="utf-8")
     data = YAML(typ="safe", pure=True).load(text)
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str) and ("{{" in value or "{%" in value):
-            found.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(data)
+    found = [s for s in _strings(data) if "{{" in s or "{%" in s]
     assert set(THE_ARTICLES) <= set(found)
     for source in found:
         light = light_parse(source)
