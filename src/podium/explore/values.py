@@ -41,7 +41,6 @@ _PY_OPS: dict[type[ast.cmpop], str] = {
     ast.GtE: "gteq", ast.In: "in", ast.NotIn: "notin",
 }
 _FLIP = {"lt": "gt", "gt": "lt", "lteq": "gteq", "gteq": "lteq", "eq": "eq", "ne": "ne"}
-_PARSER = TemplateParser()
 
 
 def _contains(container: Any, item: Any) -> bool:
@@ -121,7 +120,7 @@ def _comparisons(text: str) -> Iterator[Comparison]:
         yield from _py_comparisons(tree)
         return
     try:
-        template = _PARSER.parse(text)
+        template = TemplateParser().parse(text)  # none kept: the console runs this too
     except RenderFailure:
         return
     for node in template.find_all(nodes.Compare):
