@@ -65,9 +65,9 @@ class TemplateSite:
 
 class ParserSlot:
     """The checks' template parser (podium/templating/trees.py), made when a check first needs
-    Jinja's tree of a template: `validate` of a workflow whose templates all have
-    quickparse.py's shapes reads them from their parts, and never imports Jinja2; the others
-    import Jinja's parser, never the engine that renders."""
+    the tree of a template: most templates are read from their parts (quickparse.py) or
+    parsed by lightparse.py without Jinja2; only the others import Jinja's parser, and never
+    the engine that renders."""
 
     __slots__ = ("_parser",)
 
