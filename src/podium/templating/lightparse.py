@@ -31,7 +31,6 @@ class Node:
     """A node of the tree: its `fields` in Jinja's order, and its line."""
 
     fields: tuple[str, ...] = ()
-    environment = None  # Jinja's nodes name their environment; these belong to none
 
     def __init__(self, *values: Any, lineno: int | None = None) -> None:
         for name, value in zip(self.fields, values, strict=True):
@@ -56,9 +55,6 @@ class Node:
             if isinstance(child, kind):
                 yield child
             yield from child.find_all(kind)
-
-    def find(self, kind: Any) -> Any:
-        return next(self.find_all(kind), None)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={value!r}" for name, value in self.iter_fields())
