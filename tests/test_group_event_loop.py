@@ -220,11 +220,83 @@ def test_one_implementation_runs_with_and_without_a_loop() -> None:
         aio.drive(suspends())
 
 
-def test_a_fan_out_commits_its_members_prompts_in_batches(tmp_path: Path) -> None:
+class _Passes:
+    """Wraps a provider: the member loop's selector polls counted, and how many had been made
+    when each member's agent first asked its provider (the member's first step)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner, self.name, self.capabilities = inner, inner.name, inner.capabilities
+        self.polls = 0
+        self.at: list[int] = []
+
+    def open_session(self, request: AgentRequest) -> Any:
+        owner = self
+
+        class Session:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def send(self, message: str) -> Reply:
+                raise AssertionError("a group member used the blocking send")
+
+            async def asend(self, message: str) -> Reply:
+                owner.at.append(owner.polls)
+                await asyncio.sleep(0.001)  # the member's I/O, as a model call's
+                reply: Reply = await self.inner.asend(message)
+                return reply
+
+            def close(self) -> None:
+                self.inner.close()
+
+        return Session(self.inner.open_session(request))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_members_start_a_loop_pass_apart(tmp_path: Path) -> None:
+    """A group's members are started one per pass of the loop, each pass polling the sockets
+    in between: the first members' I/O is served while the later ones start (engine/groups.py
+    _pool_run). Started all in one pass, every member's first step ran before the loop polled
+    once, so the first request waited behind every other member's first step."""
+    loop = aio.loop()
+    selector = loop._selector  # type: ignore[attr-defined]
+    passes: list[_Passes] = []
+
+    def wrap(inner: Provider) -> Provider:
+        passes.append(_Passes(inner))
+        return passes[0]  # type: ignore[return-value]
+
+    select = selector.select
+    try:
+        def counted(timeout: float | None = None) -> Any:
+            if passes:
+                passes[0].polls += 1
+            return select(timeout)
+
+        selector.select = counted
+        run = run_workflow(_wf(tmp_path, "copilot", 12, 12), wrap_provider=wrap,
+                           responses={"agents": {"worker": {"every": {"output": {"ok": True}}}}})
+    finally:
+        selector.select = select
+    assert run.exit_code == 0, run.error_text()
+    (p,) = passes
+    assert len(p.at) == 12
+    assert p.at == sorted(p.at), p.at  # in order,
+    assert len(set(p.at)) == 12, p.at  # each in a pass of its own
+
+
+def test_a_fan_out_commits_its_members_prompts_in_batches(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
     """While a group holds its run's commits, a member's prompt_rendered joins the batch: it
     was a transaction of its own per member (store/sqlcore.py; docs/performance.md issue 33).
-    Twelve members start in the loop's first pass, before the batch's committer can run, so
-    their prompts share one transaction (two allow for a member the first pass misses)."""
+    With the batch's window widened to a second, the twelve members (started a loop pass
+    apart) all render their prompts inside it, so their prompts share one transaction (two
+    allow for a member started before the committer's window opened)."""
+    from podium.engine import groups
+
+    monkeypatch.setattr(groups, "COMMIT_WINDOW", 1.0)
     from podium.app.inputs import parse_inputs
     from podium.app.launch import LaunchOptions, make_engine
     from podium.engine.run import file_hash

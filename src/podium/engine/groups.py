@@ -208,9 +208,18 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
                                             in_flight=i < width)
 
         order = iter(range(len(jobs)))  # shared: each worker takes the next job in order
-        tasks = [asyncio.create_task(worker(order)) for _ in range(width)]
+        tasks: list[asyncio.Task[None]] = []
         flusher = _batched_commits(bus)
         try:
+            # one worker started a pass of the loop, not all in one: between two starts the
+            # loop polls its sockets, so the first member's request is on the wire while the
+            # others render theirs, and its answer is read while they still start. Started
+            # together, every member's request waited behind all the others' first steps,
+            # then the loop sat idle for the whole wave's answers, and the next wave kept the
+            # same step (docs/performance.md, "Eighteenth pass")
+            for _ in range(width):
+                tasks.append(asyncio.create_task(worker(order)))
+                await asyncio.sleep(0)
             await asyncio.gather(*tasks)
         except BaseException:
             for t in tasks:
@@ -244,10 +253,12 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
 
 async def _guarded(job: Job, failed: asyncio.Event, fail_fast: bool, cancel: threading.Event,
                    parked: asyncio.Event, *, in_flight: bool) -> _Done | None:
-    """Start the job unless the group stopped starting jobs (cancelled, a failure under
-    fail_fast, or, for a job not in flight from the start, a job that parked)."""
-    if cancel.is_set() or (parked.is_set() and not in_flight) or \
-            (fail_fast and failed.is_set()):
+    """Start the job unless the group stopped starting jobs: cancelled, or, for a job not in
+    flight from the start, a failure under fail_fast or a job that parked (the first
+    `workers` jobs all run, as a Conductor group's first batch does, however soon one of
+    them fails)."""
+    if cancel.is_set() or (not in_flight and (parked.is_set() or
+                                              (fail_fast and failed.is_set()))):
         return None
     done = await job()
     if done.error is not None:
