@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ssl
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -17,7 +20,7 @@ import pytest
 from fakes import anthropic_server, openai_server
 from helpers_providers import Servers, fake_servers
 from podium import aio
-from podium.providers.base import AgentRequest
+from podium.providers.base import AgentRequest, ProviderError
 from podium.providers.settings import ProviderSettings
 
 
@@ -173,3 +176,79 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(block["text"] for block in content if block.get("type") == "text")
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (its own issuer) and its key, made by openssl."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.parametrize("name", ["openai", "claude"])
+def test_the_async_client_verifies_with_the_sync_clients_tls_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """providers/loop.py tls_of: the async client is given the TLS context the SDK made for
+    the sync client (one CA bundle read, not two, and not on the member loop), and it still
+    verifies as the SDK would: against the CA the user names (SSL_CERT_FILE), refusing a
+    server it does not trust, on both clients."""
+    from podium.providers.anthropic_messages import create_claude
+    from podium.providers.loop import tls_of
+    from podium.providers.openai_chat import create_openai
+
+    cert, key = _self_signed(tmp_path)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    server = openai_server.FakeOpenAI() if name == "openai" else \
+        anthropic_server.FakeAnthropic()
+    server.tls = served
+    server.start()
+    answer = openai_server.answer if name == "openai" else \
+        (lambda said: anthropic_server.message(anthropic_server.text(said)))
+
+    def provider(trusted: bool) -> Any:
+        if trusted:
+            monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        else:
+            monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        if name == "openai":
+            return create_openai(ProviderSettings("openai", environ={
+                "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "sk-test"}))
+        return create_claude(ProviderSettings("claude", environ={
+            "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-test"}))
+
+    request = AgentRequest("r", "a", 1, name, "m", "hi")
+
+    async def member(p: Any) -> str:
+        return (await p.open_session(request).asend("hi")).text  # type: ignore[no-any-return]
+
+    try:
+        trusting = provider(True)
+        context = tls_of(trusting.client)
+        assert isinstance(context, ssl.SSLContext)
+        server.script(answer("sync"), answer("async"))
+        assert trusting.open_session(request).send("hi").text == "sync"
+        assert asyncio.run_coroutine_threadsafe(member(trusting), aio.loop()).result(30) == \
+            "async"
+        transport = trusting.async_client()._client._transport
+        assert transport.ssl_context is context  # the sync client's, not one of its own
+        trusting.close()
+
+        doubting = provider(False)  # the SDK's own CA bundle: this server is not in it
+        assert tls_of(doubting.client) is not context
+        for call in (lambda: doubting.open_session(request).send("hi"),
+                     lambda: asyncio.run_coroutine_threadsafe(member(doubting),
+                                                              aio.loop()).result(30)):
+            # named as what it is on both paths (openai's aiohttp transport calls it a
+            # connect timeout), and not asked again: the certificate will not change
+            with pytest.raises(ProviderError, match="cannot connect: TLS failed "
+                               r"\(SSLCertVerificationError: .*certificate") as refused:
+                call()
+            assert not refused.value.retryable
+        doubting.close()
+        assert len(server.requests) == 2  # the refused calls never reached it
+    finally:
+        server.stop()

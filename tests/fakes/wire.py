@@ -11,6 +11,7 @@ turn (Transfer-Encoding: chunked), as the real APIs stream.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import deque
@@ -57,6 +58,7 @@ class WireServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.tls: ssl.SSLContext | None = None  # set before start: served over HTTPS
 
     # ------------------------------------------------------------------ scripting
 
@@ -98,7 +100,7 @@ class WireServer:
     def url(self) -> str:
         assert self._httpd is not None
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> WireServer:
         server = self
@@ -162,6 +164,9 @@ class WireServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
+        if self.tls is not None:  # each accepted connection shakes hands in its own thread
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
         httpd = self._httpd
         self._thread = threading.Thread(target=lambda: httpd.serve_forever(poll_interval=0.02),
                                         daemon=True)

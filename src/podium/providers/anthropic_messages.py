@@ -42,6 +42,8 @@ from podium.providers.loop import (
     remember_urls,
     sdk_error,
     stream_errors,
+    tls_of,
+    verify_with,
 )
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
@@ -396,15 +398,17 @@ def create_claude(settings: ProviderSettings) -> ClaudeProvider:
     given: dict[str, Any] = {"api_key": key, "auth_token": token, "base_url": base_url,
                              "max_retries": 0, "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
-    return ClaudeProvider(anthropic.Anthropic(**given), settings.timeout,
-                          functools.partial(_async_client, given))
+    client = anthropic.Anthropic(**given)
+    return ClaudeProvider(client, settings.timeout,
+                          functools.partial(_async_client, given, tls_of(client)))
 
 
-def _async_client(given: dict[str, Any]) -> anthropic.AsyncAnthropic:
-    """The async client over aiohttp (anthropic[aiohttp]), as openai_chat.py's."""
+def _async_client(given: dict[str, Any], tls: Any = None) -> anthropic.AsyncAnthropic:
+    """The async client over aiohttp (anthropic[aiohttp]), as openai_chat.py's, verifying
+    with the sync client's TLS context (loop.py `tls_of`)."""
     transport = getattr(anthropic, "DefaultAioHttpClient", None)
     try:
-        return anthropic.AsyncAnthropic(**given, http_client=transport()) \
+        return anthropic.AsyncAnthropic(**given, http_client=transport(**verify_with(tls))) \
             if transport is not None else anthropic.AsyncAnthropic(**given)
     except RuntimeError:  # the aiohttp extra is missing
         return anthropic.AsyncAnthropic(**given)

@@ -138,6 +138,14 @@ def stream_errors() -> tuple[type[Exception], ...]:
 def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cls: type,
               status_cls: type) -> ProviderError:
     """A ProviderError for an SDK exception: what happened, whether asking again can help."""
+    failed_tls = _tls_failure(exc) if isinstance(exc, (timeout_cls, connection_cls)) else None
+    if failed_tls is not None:  # before the timeout: the aiohttp transport of openai's httpx
+        # reports a certificate it refused as a connect timeout
+        import ssl
+
+        return ProviderError(f"{provider}: cannot connect: TLS failed "
+                             f"({type(failed_tls).__name__}: {failed_tls})",
+                             retryable=not isinstance(failed_tls, ssl.SSLCertVerificationError))
     if isinstance(exc, timeout_cls):
         return ProviderError(f"{provider}: the request timed out", retryable=True,
                              category="timeout")
@@ -154,6 +162,42 @@ def sdk_error(exc: Exception, provider: str, *, timeout_cls: type, connection_cl
                              category="timeout" if status == 408 else "provider_error",
                              retry_after=retry_after(getattr(response, "headers", None)))
     return ProviderError(f"{provider}: {type(exc).__name__}: {exc}")
+
+
+def _tls_failure(exc: BaseException) -> BaseException | None:
+    """The TLS error a connection failure comes from (its causes, or aiohttp's
+    `certificate_error`), if any."""
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(cert := getattr(seen, "certificate_error", None), ssl.SSLError):
+            return cert  # aiohttp's error (an SSLError itself) around the one ssl raised
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def tls_of(client: Any) -> Any:
+    """The TLS context an SDK's sync client verifies with (the connection pool of openai's
+    httpx and of anthropic's httpx2 keeps it), for the async client to verify with too. The
+    SDKs make one per client, reading the CA bundle each time (about 20 ms); the async client
+    made its own on the member loop, at a group's first call, while every member waited.
+    None when it is not where those libraries keep it: the async client then makes its own."""
+    import ssl
+
+    pool = getattr(getattr(getattr(client, "_client", None), "_transport", None), "_pool", None)
+    context = getattr(pool, "_ssl_context", None)
+    return context if isinstance(context, ssl.SSLContext) else None
+
+
+def verify_with(tls: Any) -> dict[str, Any]:
+    """The keyword that gives an SDK's HTTP client `tls` (from `tls_of`) to verify with; none
+    without one."""
+    return {} if tls is None else {"verify": tls}
 
 
 def remember_urls(client: Any) -> None:

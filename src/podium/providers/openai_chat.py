@@ -34,6 +34,8 @@ from podium.providers.loop import (
     remember_urls,
     sdk_error,
     stream_errors,
+    tls_of,
+    verify_with,
 )
 from podium.providers.pricing import preload_table
 from podium.providers.settings import PLACEHOLDER_KEY, ProviderSettings
@@ -312,15 +314,16 @@ class OpenAIProvider:
             self._async = None
 
 
-def _async_client(make: Callable[..., openai.AsyncOpenAI],
-                  given: dict[str, Any]) -> openai.AsyncOpenAI:
+def _async_client(make: Callable[..., openai.AsyncOpenAI], given: dict[str, Any],
+                  tls: Any = None) -> openai.AsyncOpenAI:
     """The async client over aiohttp (openai[aiohttp]): httpx's own async connection pool
     spends CPU in proportion to its open connections on every request (at 100 members in
-    flight, most of a call's CPU: docs/performance.md); without aiohttp, httpx's."""
+    flight, most of a call's CPU: docs/performance.md); without aiohttp, httpx's. `tls`: the
+    sync client's TLS context (loop.py `tls_of`), verified with as it is."""
     transport = getattr(openai, "DefaultAioHttpClient", None)
     try:
-        return make(**given, http_client=transport()) if transport is not None else \
-            make(**given)
+        return make(**given, http_client=transport(**verify_with(tls))) \
+            if transport is not None else make(**given)
     except RuntimeError:  # the aiohttp extra is missing: the SDK's placeholder refuses
         return make(**given)
 
@@ -373,8 +376,10 @@ def create_openai(settings: ProviderSettings) -> OpenAIProvider:
     given: dict[str, Any] = {"api_key": key, "base_url": base_url, "max_retries": 0,
                              "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
-    return OpenAIProvider("openai", openai.OpenAI(**given), settings.timeout,
-                          functools.partial(_async_client, openai.AsyncOpenAI, given))
+    client = openai.OpenAI(**given)
+    return OpenAIProvider("openai", client, settings.timeout,
+                          functools.partial(_async_client, openai.AsyncOpenAI, given,
+                                            tls_of(client)))
 
 
 def create_azure(settings: ProviderSettings) -> OpenAIProvider:
@@ -392,5 +397,7 @@ def create_azure(settings: ProviderSettings) -> OpenAIProvider:
                              "api_version": version, "max_retries": 0,
                              "default_headers": settings.headers or None,
                              "timeout": settings.timeout or 600.0}
-    return OpenAIProvider("azure", openai.AzureOpenAI(**given), settings.timeout,
-                          functools.partial(_async_client, openai.AsyncAzureOpenAI, given))
+    client = openai.AzureOpenAI(**given)
+    return OpenAIProvider("azure", client, settings.timeout,
+                          functools.partial(_async_client, openai.AsyncAzureOpenAI, given,
+                                            tls_of(client)))
