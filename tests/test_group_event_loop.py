@@ -220,38 +220,49 @@ def test_one_implementation_runs_with_and_without_a_loop() -> None:
         aio.drive(suspends())
 
 
-class _Passes:
-    """Wraps a provider: the member loop's selector polls counted, and how many had been made
-    when each member's agent first asked its provider (the member's first step)."""
+class _Suspending:
+    """Wraps a provider: each member's call first waits a millisecond on the loop, as a model
+    call's I/O would (the scripted provider answers without suspending)."""
 
     def __init__(self, inner: Provider) -> None:
         self.inner, self.name, self.capabilities = inner, inner.name, inner.capabilities
-        self.polls = 0
-        self.at: list[int] = []
 
     def open_session(self, request: AgentRequest) -> Any:
-        owner = self
+        inner = self.inner.open_session(request)
 
         class Session:
-            def __init__(self, inner: Any) -> None:
-                self.inner = inner
-
             def send(self, message: str) -> Reply:
                 raise AssertionError("a group member used the blocking send")
 
             async def asend(self, message: str) -> Reply:
-                owner.at.append(owner.polls)
-                await asyncio.sleep(0.001)  # the member's I/O, as a model call's
-                reply: Reply = await self.inner.asend(message)
+                await asyncio.sleep(0.001)
+                reply: Reply = await inner.asend(message)
                 return reply
 
             def close(self) -> None:
-                self.inner.close()
+                inner.close()
 
-        return Session(self.inner.open_session(request))
+        return Session()
 
     def close(self) -> None:
         self.inner.close()
+
+
+class _StartPasses:
+    """A sink: how many polls the member loop had made when each member started."""
+
+    reads = frozenset({"step_started"})
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.at: list[int] = []
+
+    def handle(self, event: Any) -> None:
+        if event.group:
+            self.at.append(self.polls)
+
+    def close(self) -> None:
+        pass
 
 
 def test_members_start_a_loop_pass_apart(tmp_path: Path) -> None:
@@ -259,31 +270,25 @@ def test_members_start_a_loop_pass_apart(tmp_path: Path) -> None:
     in between: the first members' I/O is served while the later ones start (engine/groups.py
     _pool_run). Started all in one pass, every member's first step ran before the loop polled
     once, so the first request waited behind every other member's first step."""
-    loop = aio.loop()
-    selector = loop._selector  # type: ignore[attr-defined]
-    passes: list[_Passes] = []
-
-    def wrap(inner: Provider) -> Provider:
-        passes.append(_Passes(inner))
-        return passes[0]  # type: ignore[return-value]
-
+    selector = aio.loop()._selector  # type: ignore[attr-defined]
+    starts = _StartPasses()
     select = selector.select
-    try:
-        def counted(timeout: float | None = None) -> Any:
-            if passes:
-                passes[0].polls += 1
-            return select(timeout)
 
-        selector.select = counted
-        run = run_workflow(_wf(tmp_path, "copilot", 12, 12), wrap_provider=wrap,
+    def counted(timeout: float | None = None) -> Any:
+        starts.polls += 1
+        return select(timeout)
+
+    selector.select = counted
+    try:
+        run = run_workflow(_wf(tmp_path, "copilot", 12, 12), wrap_provider=_Suspending,
+                           sinks=[starts],
                            responses={"agents": {"worker": {"every": {"output": {"ok": True}}}}})
     finally:
         selector.select = select
     assert run.exit_code == 0, run.error_text()
-    (p,) = passes
-    assert len(p.at) == 12
-    assert p.at == sorted(p.at), p.at  # in order,
-    assert len(set(p.at)) == 12, p.at  # each in a pass of its own
+    assert len(starts.at) == 12
+    assert starts.at == sorted(starts.at), starts.at  # in order,
+    assert len(set(starts.at)) == 12, starts.at  # each in a pass of its own
 
 
 def test_a_fan_out_commits_its_members_prompts_in_batches(tmp_path: Path,
