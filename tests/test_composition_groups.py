@@ -477,6 +477,39 @@ def test_for_each_failure_modes(tmp_path: Path, mode: str, items: list[int],
     assert "div" not in run.outputs
 
 
+def test_fail_fast_runs_every_item_in_flight_from_the_start(tmp_path: Path) -> None:
+    """The first max_concurrent items all run, however soon one of them fails (as Conductor's
+    first batch does); under fail_fast no later item starts. Members start one pass of the
+    event loop apart (engine/groups.py), and item 0's prompt fails to render in its first
+    step, before items 1 and 2 start: they start all the same."""
+    wf = write(tmp_path, """
+        workflow:
+          name: f
+          entry_point: div
+          runtime: {provider: copilot, default_model: gpt-4o-mini}
+          input:
+            items: {type: array}
+        for_each:
+          - name: div
+            type: for_each
+            source: workflow.input.items
+            as: n
+            max_concurrent: 3
+            failure_mode: fail_fast
+            agent: {name: inverse, prompt: "{{ 100 // n }}"}
+        agents: []
+        output:
+          n: "{{ div.count }}"
+        """)
+    run = run_workflow(wf, inputs={"items": [0, 1, 2, 4, 5]},
+                       responses={"agents": {"inverse": {"every": {"output": {"ok": True}}}}})
+    assert run.exit_code == 3
+    assert "Item '0' in for-each group 'div' failed (fail_fast mode)" in run.error_text()
+    assert sorted(e.step for e in run.of(StepStarted) if e.group == "div") == \
+        ["inverse[0]", "inverse[1]", "inverse[2]"]
+    assert "div" not in run.outputs
+
+
 def test_for_each_is_refused_when_its_items_would_pass_the_limit(tmp_path: Path) -> None:
     run = run_workflow(write(tmp_path, DIVIDE.format(concurrency=4, mode="fail_fast")
                              .replace("  name: f\n", "  name: f\n  limits: {max_iterations: 5}\n")),
