@@ -221,21 +221,29 @@ def test_one_implementation_runs_with_and_without_a_loop() -> None:
 
 
 class _Suspending:
-    """Wraps a provider: each member's call first waits a millisecond on the loop, as a model
-    call's I/O would (the scripted provider answers without suspending)."""
+    """Wraps a provider: each member's call waits on the loop until `width` members are
+    calling (10 s at most), as a model call's I/O would suspend it. No member ends before
+    they have all started, so no worker takes a second item while the others start."""
 
-    def __init__(self, inner: Provider) -> None:
+    def __init__(self, inner: Provider, width: int = 12) -> None:
         self.inner, self.name, self.capabilities = inner, inner.name, inner.capabilities
+        self.width, self.calling = width, 0
+        self.all_in: asyncio.Event | None = None
 
     def open_session(self, request: AgentRequest) -> Any:
-        inner = self.inner.open_session(request)
+        inner, owner = self.inner.open_session(request), self
 
         class Session:
             def send(self, message: str) -> Reply:
                 raise AssertionError("a group member used the blocking send")
 
             async def asend(self, message: str) -> Reply:
-                await asyncio.sleep(0.001)
+                if owner.all_in is None:
+                    owner.all_in = asyncio.Event()
+                owner.calling += 1
+                if owner.calling >= owner.width:
+                    owner.all_in.set()
+                await asyncio.wait_for(owner.all_in.wait(), 10)
                 reply: Reply = await inner.asend(message)
                 return reply
 
