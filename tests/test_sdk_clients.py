@@ -252,3 +252,47 @@ def test_the_async_client_verifies_with_the_sync_clients_tls_context(
         assert len(server.requests) == 2  # the refused calls never reached it
     finally:
         server.stop()
+
+
+def test_a_tls_error_is_named_where_the_failure_comes_from_it() -> None:
+    """loop.py sdk_error: a TLS error among a failure's causes (or its context, where a
+    library raised again `from None`, as httpcore's pool does) names it: a refused certificate
+    is not asked again, a TLS connection cut short may be; a failure with no TLS error keeps
+    its own words."""
+    import openai
+
+    from podium.providers.loop import sdk_error
+
+    def wrapped(outer: type[Exception], inner: BaseException, *, hide: bool = False
+                ) -> Exception:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                if hide:
+                    raise outer("wrapped") from None
+                raise outer("wrapped") from exc
+        except Exception as exc:
+            return exc
+        raise AssertionError("unreachable")
+
+    class Timeout(Exception):
+        pass
+
+    class Connection(Exception):
+        pass
+
+    def classify(exc: Exception) -> ProviderError:
+        return sdk_error(exc, "p", timeout_cls=Timeout, connection_cls=Connection,
+                         status_cls=openai.APIStatusError)
+
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    for hide in (False, True):
+        refused = classify(wrapped(Timeout, verify, hide=hide))
+        assert str(refused).startswith("p: cannot connect: TLS failed (SSLCertVerificationError")
+        assert not refused.retryable
+    cut = classify(wrapped(Connection, ssl.SSLEOFError(8, "EOF occurred")))
+    assert str(cut).startswith("p: cannot connect: TLS failed (SSLEOFError")
+    assert cut.retryable
+    assert str(classify(wrapped(Timeout, OSError("reset")))) == "p: the request timed out"
+    assert str(classify(Connection("refused"))).startswith("p: cannot connect (Connection")

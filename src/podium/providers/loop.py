@@ -177,6 +177,9 @@ def _tls_failure(exc: BaseException) -> BaseException | None:
             return cert  # aiohttp's error (an SSLError itself) around the one ssl raised
         if isinstance(seen, ssl.SSLError):
             return seen
+        # the cause, else the context even where `from None` hid it: httpcore's pool raises
+        # its ConnectError again `from None`, and the SSL error it came from is then only
+        # its context
         seen = seen.__cause__ or seen.__context__
     return None
 
