@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # System packages the test suite needs beyond Python: Debian's Chromium for the console's
-# browser tests (Playwright drives it; no browser is downloaded), git for the examples, and
+# browser tests (Playwright drives it; no browser is downloaded), git for the examples,
 # PostgreSQL for the PostgreSQL run store's tests (tests/pg_server.py starts a throwaway
-# server as an unprivileged user; Debian puts initdb in /usr/lib/postgresql/N/bin).
+# server as an unprivileged user; Debian puts initdb in /usr/lib/postgresql/N/bin), and
+# openssl, which makes the self-signed certificate of the HTTPS provider tests.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 then
   need+=(postgresql)
