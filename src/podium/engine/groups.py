@@ -189,8 +189,9 @@ def _pool_run(jobs: list[Job], workers: int, fail_fast: bool, cancel: threading.
     """Run jobs as tasks of the member loop, at most `workers` at once; with fail_fast, stop
     starting new jobs after the first failure, and whatever the mode after the first job that
     parks (the run will wait for a person; the jobs in flight finish first). The first
-    `workers` jobs are in flight from the start: whichever of them parks first, the others
-    still run (and park at their own gates). Returns the finished jobs in submission order.
+    `workers` jobs are in flight from the start: whichever of them fails or parks first, the
+    others still run (and park at their own gates). Returns the finished jobs in submission
+    order.
     Interrupted here (Ctrl+C, SIGTERM), the tasks in flight are cancelled: their SDK calls
     are abandoned, their connections closed."""
     import asyncio
