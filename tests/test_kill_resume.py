@@ -251,6 +251,12 @@ class Lab:
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(b) for (b,) in self.query("SELECT body FROM events ORDER BY seq")]
 
+    def _last_is_start(self, step: str, run_iteration: int) -> bool:
+        got = self.query("SELECT body FROM events ORDER BY seq DESC LIMIT 1")
+        last = json.loads(got[0][0]) if got else {}
+        return (last.get("type"), last.get("step"), last.get("run_iteration")) == \
+            ("step_started", step, run_iteration)
+
     def find_run_id(self) -> str:
         if self.run_id is None:
             assert wait_until(lambda: bool(self.query("SELECT id FROM runs")), TIMEOUT)
@@ -318,6 +324,12 @@ class Lab:
         if how in ("pre", "post"):
             proc = self.start(*args, env={"FAULTS_HOLD": f"{tag}:{how}"})
             script = self._wait_ready(proc)
+            # a script that runs past the commit window has its start committed while it
+            # runs (decision 0042): the kill comes once it is, not a loaded machine's few
+            # milliseconds after the script began (it can signal ready sooner)
+            step, _, iteration = tag.partition(":")
+            assert wait_until(lambda: self._last_is_start(step, int(iteration) + 1), TIMEOUT), \
+                (point, self.events()[-1:])
             self._kill(proc, script)
         elif how == "selfkill":
             proc = self.start(*args, env={"FAULTS_SELFKILL": tag})
