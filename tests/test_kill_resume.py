@@ -251,11 +251,20 @@ class Lab:
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(b) for (b,) in self.query("SELECT body FROM events ORDER BY seq")]
 
-    def _last_is_start(self, step: str, run_iteration: int) -> bool:
-        got = self.query("SELECT body FROM events ORDER BY seq DESC LIMIT 1")
-        last = json.loads(got[0][0]) if got else {}
-        return (last.get("type"), last.get("step"), last.get("run_iteration")) == \
-            ("step_started", step, run_iteration)
+    def _wait_started(self, tag: str, point: str) -> None:
+        """Until the start of the script step `tag` ("step:iteration") is the last committed
+        event. A script that runs past the commit window has its start committed while it
+        runs (decision 0042); the hook in the script can signal ready sooner than a loaded
+        machine commits it, so a kill at the hook comes once it is committed."""
+        step, _, iteration = tag.partition(":")
+        want = ("step_started", step, int(iteration) + 1)
+
+        def started() -> bool:
+            got = self.query("SELECT body FROM events ORDER BY seq DESC LIMIT 1")
+            last = json.loads(got[0][0]) if got else {}
+            return (last.get("type"), last.get("step"), last.get("run_iteration")) == want
+
+        assert wait_until(started, TIMEOUT), (point, self.events()[-1:])
 
     def find_run_id(self) -> str:
         if self.run_id is None:
@@ -324,12 +333,7 @@ class Lab:
         if how in ("pre", "post"):
             proc = self.start(*args, env={"FAULTS_HOLD": f"{tag}:{how}"})
             script = self._wait_ready(proc)
-            # a script that runs past the commit window has its start committed while it
-            # runs (decision 0042): the kill comes once it is, not a loaded machine's few
-            # milliseconds after the script began (it can signal ready sooner)
-            step, _, iteration = tag.partition(":")
-            assert wait_until(lambda: self._last_is_start(step, int(iteration) + 1), TIMEOUT), \
-                (point, self.events()[-1:])
+            self._wait_started(tag, point)
             self._kill(proc, script)
         elif how == "selfkill":
             proc = self.start(*args, env={"FAULTS_SELFKILL": tag})
@@ -337,6 +341,7 @@ class Lab:
         elif how == "lock":
             proc = self.start(*args, env={"FAULTS_HOLD": f"{tag}:post"})
             script = self._wait_ready(proc)
+            self._wait_started(tag, point)  # or the lock taken next would hold its commit
             with self.write_lock():
                 (self.root / "go").touch()
                 assert wait_until(lambda: not _alive(script), TIMEOUT)
