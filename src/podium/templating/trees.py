@@ -15,7 +15,7 @@ with those of the engine's environment.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from podium.templating.lightparse import light_parse
 from podium.templating.quickparse import plain_lexing
@@ -81,25 +81,10 @@ class TemplateParser:
 
     def parse_expression(self, source: str) -> nodes.Expr:
         """The tree of a bare expression; raises RenderFailure when `source` is not one
-        expression."""
+        expression (or, as `parse`, on a syntax error)."""
         from podium.templating import kinds
 
-        text = "{{ " + source + " }}"
-        template: Any = light_parse(text) if self._light and len(text) <= WALK_FROM else None
-        if template is None:
-            template = self._jinja_expression(text)
-        body = template.body
+        body = self.parse("{{ " + source + " }}").body
         if len(body) != 1 or not isinstance(body[0], kinds.Output) or len(body[0].nodes) != 1:
             raise RenderFailure("syntax", "not a single expression")
         return cast("nodes.Expr", body[0].nodes[0])
-
-    def _jinja_expression(self, text: str) -> nodes.Template:
-        from jinja2 import TemplateSyntaxError
-
-        try:
-            return self.env.parse(text)
-        except TemplateSyntaxError as exc:
-            raise RenderFailure("syntax", exc.message or "syntax error", lineno=exc.lineno) \
-                from None
-        except RecursionError:
-            raise RenderFailure("syntax", TOO_DEEP) from None
