@@ -171,6 +171,82 @@ def test_a_calls_response_is_freed_when_read_without_the_collector(
     sdk.provider.close()
 
 
+@pytest.mark.parametrize("make", [_openai, _claude], ids=["openai", "claude"])
+def test_headers_built_once_follow_what_they_are_made_of(
+        servers: Servers, make: Callable[[Servers], Sdk]) -> None:
+    """providers/loop.py remember_headers and _remember_merged: a request's headers are built
+    and merged with the HTTP client's once, and each call still sends what the SDK would
+    build for it: the same headers call after call, sync and async; a call with another
+    timeout its own timeout headers; a key changed on the client, or a header added to its
+    HTTP client, from the next call on. Each call gets headers of its own to change."""
+    sdk = make(servers)
+    sdk.server.script(*(sdk.answer(f"answer {i}") for i in range(9)))
+    sync, aclient = sdk.provider.client, sdk.provider.async_client()
+
+    def call(timeout: float | None = None, *, aio_: bool = False) -> str:
+        request = AgentRequest("r", "a", 1, sdk.name, "m", "hi", timeout=timeout)
+        session = sdk.provider.open_session(request)
+        if not aio_:
+            return str(session.send("hi").text)
+        return str(asyncio.run_coroutine_threadsafe(session.asend("hi"),
+                                                    aio.loop()).result(30).text)
+
+    def sent(i: int) -> dict[str, str]:
+        return {k: v for k, v in sdk.server.requests[i].headers.items()
+                if k not in ("content-length", "x-stainless-async")}
+
+    assert [call(), call(), call(aio_=True), call(aio_=True)] == \
+        [f"answer {i}" for i in range(4)]
+    assert sent(0) == sent(1)
+    assert sent(2) == sent(3)
+    for i, client in enumerate([sync, sync, aclient, aclient]):
+        # what the SDK builds itself: the classes' methods, not podium's
+        built = type(client)._build_headers(client, _options(sdk, 600.0))
+        merged = type(client._client)._merge_headers(client._client, built)
+        assert sent(i) == {k: v for k, v in merged.items() if k != "x-stainless-async"} | {
+            "host": sent(i)["host"]}
+
+    def key(i: int) -> str:  # the key, in the header this SDK's version sends it in
+        return sent(i).get("x-api-key", "") + sent(i).get("authorization", "")
+
+    assert call(45.0) == "answer 4"  # another timeout: its own headers
+    assert 40.0 < float(sent(4)["x-stainless-read-timeout"]) <= 45.0  # what is left of it
+    assert float(sent(0)["x-stainless-read-timeout"]) > 45.0
+    sync.api_key = "sk-changed"  # the client's key changes: the next call sends it
+    aclient.api_key = "sk-changed"
+    assert [call(), call(aio_=True)] == ["answer 5", "answer 6"]
+    assert "sk-changed" not in key(4)
+    assert "sk-changed" in key(5)
+    assert "sk-changed" in key(6)
+    aclient._client.headers["X-Added"] = "yes"  # a header on the HTTP client, set in place
+    assert [call(aio_=True), call(aio_=True)] == ["answer 7", "answer 8"]
+    assert "x-added" not in sent(6)
+    assert sent(7)["x-added"] == "yes"
+    assert sent(8) == sent(7)
+
+    # each call's own copy: what one changes, the next does not see
+    options = _options(sdk, 600.0)
+    built = [aclient._build_headers(options) for _ in range(3)]
+    merged = [aclient._client._merge_headers(built[0]) for _ in range(3)]
+    for made in (built, merged):
+        assert made[1] is not made[2]
+        assert made[1] == made[2]
+        made[1]["X-Mine"] = "changed"
+        assert "x-mine" not in made[2]
+    sdk.provider.close()
+
+
+def _options(sdk: Sdk, timeout: float) -> Any:
+    """The options model podium's streamed POST sends a call with."""
+    from podium.providers.anthropic_messages import _MESSAGES
+    from podium.providers.openai_chat import _CHAT
+
+    post = _CHAT if sdk.name == "openai" else _MESSAGES
+    made = post._model(sdk.provider.client)
+    return made.model_copy(update={"json_data": {}, "timeout": timeout,
+                                   "idempotency_key": "k"})
+
+
 def _text(content: Any) -> str:
     """A message's content as text: a string (Chat Completions) or text blocks (Messages)."""
     if isinstance(content, str):

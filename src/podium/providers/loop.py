@@ -225,6 +225,76 @@ def remember_urls(client: Any) -> None:
         return merged
 
     client._prepare_url = prepare_url
+    remember_headers(client)
+
+
+def remember_headers(client: Any) -> None:
+    """An SDK client (openai's, anthropic's) that builds a request's headers once for as long
+    as what they are made of stays the same: the SDKs build them on every call, twenty
+    headers set one by one into an httpx `Headers` that looks each up in a list (about 25 µs,
+    3 % of a fanned-out member's CPU). They are made of the request's timeout, its retry
+    count, its own headers, the client's default headers (auth, version, custom headers) and
+    the idempotency key, which no SDK sends today: a call with a key for a client that sends
+    one, a timeout that is not a number, or request headers that are not a dict is built as
+    before. The client's default headers are read again on every call and compared, so a
+    changed key or header is sent from the next call on. Each call gets a copy of its own:
+    the SDK may change the headers it is given. A client without the SDKs'
+    `_build_headers` and `default_headers` is left as it is."""
+    build = getattr(client, "_build_headers", None)
+    if not callable(build) or not hasattr(type(client), "default_headers"):
+        return
+    kept: list[Any] = []  # [timeout, retries, request headers, default headers, built]
+
+    def build_headers(options: Any, *, retries_taken: int = 0) -> Any:
+        timeout, given = options.timeout, options.headers
+        if (not isinstance(timeout, (int, float)) or not isinstance(given, dict)
+                or (client._idempotency_header and options.idempotency_key)):
+            return build(options, retries_taken=retries_taken)
+        defaults = client.default_headers
+        if kept:
+            t, r, g, d, made = kept
+            if t == timeout and r == retries_taken and g == given and _same_headers(d, defaults):
+                return made.copy()
+        made = build(options, retries_taken=retries_taken)
+        kept[:] = [timeout, retries_taken, dict(given), defaults, made.copy()]
+        return made
+
+    client._build_headers = build_headers
+    _remember_merged(getattr(client, "_client", None))
+
+
+def _remember_merged(http: Any) -> None:
+    """An SDK's httpx client (httpx's or httpx2's) that merges its own headers with a
+    request's once for as long as both stay the same: it merges them on every call, each
+    of the request's twenty headers looked up in a list and set again (about 12 µs). The
+    headers are compared as httpx keeps them (its `Headers._list` of byte triples); a call
+    with headers of any other kind is merged as before, and each call gets a copy of its
+    own. A client without httpx's `_merge_headers` and `Headers` is left as it is."""
+    merge = getattr(http, "_merge_headers", None)
+    kind: Any = type(getattr(http, "headers", None))
+    if not callable(merge) or not isinstance(getattr(http.headers, "_list", None), list):
+        return
+    kept: list[Any] = []  # [the client's headers, the request's, merged]
+
+    def merge_headers(headers: Any = None) -> Any:
+        if type(headers) is not kind:
+            return merge(headers)
+        mine, given = http.headers._list, headers._list
+        if kept and kept[0] == mine and kept[1] == given:
+            return kept[2].copy()
+        merged = merge(headers)
+        kept[:] = [list(mine), list(given), merged.copy()]
+        return merged
+
+    http._merge_headers = merge_headers
+
+
+def _same_headers(kept: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether two readings of a client's default headers are the same: openai's give a new
+    `Omit` (a header left out) on every reading, and one stands for another."""
+    return kept.keys() == now.keys() and all(
+        v == now[k] or (type(v) is type(now[k]) and type(v).__name__ == "Omit")
+        for k, v in kept.items())
 
 
 class StreamedPost:
