@@ -39,6 +39,7 @@ from podium.providers.loop import (
     Turn,
     close_streamed,
     raw_http,
+    remember_headers,
     remember_urls,
     sdk_error,
     stream_errors,
@@ -342,6 +343,7 @@ class ClaudeProvider:
                  async_client: Callable[[], anthropic.AsyncAnthropic] | None = None) -> None:
         self.client = client
         remember_urls(client)  # the URL merged once per path (loop.py)
+        remember_headers(client)  # the headers built once while they stay the same
         self.timeout = timeout
         self._make_async = async_client
         self._async: anthropic.AsyncAnthropic | None = None
@@ -353,6 +355,7 @@ class ClaudeProvider:
                 raise ProviderError("claude: this provider has no async client")
             self._async = self._make_async()
             remember_urls(self._async)
+            remember_headers(self._async)
         return self._async
 
     async def stream_messages(self, messages: list[Any], params: dict[str, Any],

@@ -225,7 +225,6 @@ def remember_urls(client: Any) -> None:
         return merged
 
     client._prepare_url = prepare_url
-    remember_headers(client)
 
 
 def remember_headers(client: Any) -> None:
@@ -248,7 +247,7 @@ def remember_headers(client: Any) -> None:
     def build_headers(options: Any, *, retries_taken: int = 0) -> Any:
         timeout, given = options.timeout, options.headers
         if (not isinstance(timeout, (int, float)) or not isinstance(given, dict)
-                or (client._idempotency_header and options.idempotency_key)):
+                or (getattr(client, "_idempotency_header", None) and options.idempotency_key)):
             return build(options, retries_taken=retries_taken)
         defaults = client.default_headers
         if kept:

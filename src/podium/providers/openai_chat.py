@@ -31,6 +31,7 @@ from podium.providers.loop import (
     Turn,
     close_streamed,
     raw_http,
+    remember_headers,
     remember_urls,
     sdk_error,
     stream_errors,
@@ -330,8 +331,10 @@ def _async_client(make: Callable[..., openai.AsyncOpenAI], given: dict[str, Any]
 
 def _lighter(client: Any) -> None:
     """What an OpenAI client does on every request and need not: its URL merged again
-    (loop.py `remember_urls`), the cookie jar read from a response that sets no cookie."""
+    (loop.py `remember_urls`), its headers built again (`remember_headers`), the cookie jar
+    read from a response that sets no cookie."""
     remember_urls(client)
+    remember_headers(client)
     _cookies_when_set(getattr(client, "_client", None))
 
 
